@@ -1,0 +1,56 @@
+# tfxd: `make demo` and `make test` set up everything they need on a fresh machine.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+TFXD    := $(VENV)/bin/tfxd
+STAMP   := $(VENV)/.tfxd-synced
+# uv from PATH, else a private copy installed from PyPI into .tools/
+UV      := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
+# Python 3.10: on PATH, else under pyenv (TFX 1.16 needs 3.10)
+PY310   := $(or $(shell python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10))))
+DEMO_DIR := build/demo
+EXAMPLE_DATA := examples/data/taxi/data.csv
+
+.PHONY: help setup demo test lint bench examples clean
+
+help:
+	@echo "make demo   set up, scaffold the taxi example, validate and render it"
+	@echo "make test   set up, lint and run the test suite"
+	@echo "make bench  run the benchmarks (bench/)"
+
+.tools/bin/uv:
+	python3 -m venv .tools
+	.tools/bin/pip install --quiet uv
+
+$(STAMP): pyproject.toml uv.lock | $(UV)
+	@test -n "$(PY310)" || { echo "Python 3.10 not found: install it (e.g. pyenv install 3.10) and retry" >&2; exit 2; }
+	@test -x $(PY) || $(UV) venv --seed --python "$(PY310)" $(VENV)
+	UV_COMPILE_BYTECODE=1 $(UV) sync --frozen --python $(PY)
+	@touch $@
+
+setup: $(STAMP)
+
+$(EXAMPLE_DATA): | $(STAMP)
+	$(TFXD) init examples --example taxi --data-only
+
+examples: $(EXAMPLE_DATA)
+
+demo: setup
+	rm -rf $(DEMO_DIR)
+	$(TFXD) init $(DEMO_DIR) --example taxi
+	$(TFXD) validate $(DEMO_DIR)/taxi.yaml
+	$(TFXD) render $(DEMO_DIR)/taxi.yaml
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+test: setup examples lint
+	$(PY) -m pytest -q
+
+bench: setup examples
+	$(PY) bench/run.py
+
+clean:
+	rm -rf build $(VENV) .tools examples/data .pytest_cache .ruff_cache

@@ -1,0 +1,138 @@
+"""The ``tfxd`` command line. Heavy modules are imported inside the commands that need them."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from pipeline import tf_env
+
+EXAMPLES = ("taxi",)
+
+
+def _fails_well(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Spec problems print as file:line:col lines and exit 2, with no traceback."""
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from pipeline.errors import SpecError
+        from pipeline.overrides import OverrideSyntaxError
+
+        try:
+            return command(*args, **kwargs)
+        except OverrideSyntaxError as exc:
+            raise click.UsageError(str(exc)) from None
+        except SpecError as exc:
+            from pipeline import console
+
+            for error in exc.errors:
+                console.error(str(error))
+            count = len(exc.errors)
+            console.err.print(f"{count} problem{'s' if count != 1 else ''} found; nothing was written.")
+            sys.exit(2)
+
+    return wrapper
+
+
+def _target_choice() -> click.Choice:
+    return click.Choice(["local", "kubeflow", "vertex"])
+
+
+_set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+                           help="Override one key, e.g. training.steps=200 (the value is read as YAML).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tfxd", prog_name="tfxd")
+@click.option("-v", "--verbose", is_flag=True, help="Show everything, TensorFlow and Beam logs included.")
+def cli(verbose: bool) -> None:
+    """tfxd: one YAML file -> a TFX pipeline that runs locally, on Kubeflow and on Vertex AI."""
+    if verbose:
+        os.environ["TFXD_VERBOSE"] = "1"
+        tf_env.configure(verbose=True)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--target", type=_target_choice(), help="Also check the spec against this target.")
+@_set_option
+@_fails_well
+def validate(spec: str, target: str | None, sets: tuple[str, ...]) -> None:
+    """Check SPEC and report every problem at once (imports no TensorFlow)."""
+    from pipeline import console
+    from pipeline.load import load_spec
+
+    loaded = load_spec(spec, sets, target=target)
+    s = loaded.spec
+    parts = [f"pipeline {s.name}",
+             f"{len(s.features)} features" if s.features else f"preprocessing_fn {s.preprocessing_fn}",
+             f"label {s.label.name} ({s.label.task})", f"model {s.model.type}"]
+    if target:
+        parts.append(f"target {target}")
+    console.success(f"{spec} is valid: {', '.join(parts)}")
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--target", type=_target_choice(), help="Also check the spec against this target.")
+@_set_option
+@_fails_well
+def render(spec: str, target: str | None, sets: tuple[str, ...]) -> None:
+    """Print SPEC resolved, with every default filled in, as YAML."""
+    from pipeline import console
+    from pipeline.load import load_spec
+    from pipeline.render import to_yaml
+
+    console.raw(to_yaml(load_spec(spec, sets, target=target).spec))
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+def schema(output: str | None) -> None:
+    """Print the JSON Schema of the spec (for editors: '# yaml-language-server: $schema=FILE')."""
+    from pipeline import console
+    from pipeline.render import json_schema
+
+    text = json_schema()
+    if output:
+        from pipeline.scaffold import write_atomic
+
+        write_atomic(output, text)
+        console.success(f"wrote {output}")
+    else:
+        console.raw(text)
+
+
+@cli.command()
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--example", type=click.Choice(EXAMPLES), default="taxi", show_default=True,
+              help="Which example to start from.")
+@click.option("--data-only", is_flag=True, help="Write only the example's data under DIRECTORY/data.")
+@click.option("--force", is_flag=True, help="Write into a directory that is not empty.")
+def init(directory: str, example: str, data_only: bool, force: bool) -> None:
+    """Scaffold a project in DIRECTORY: a spec, its data, a README and the JSON Schema."""
+    from pipeline import console, scaffold
+
+    try:
+        written = scaffold.init(directory, example, data_only=data_only, force=force)
+    except scaffold.ScaffoldError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    for path in written:
+        console.step(f"wrote {path}")
+    if not data_only:
+        spec = os.path.join(directory, f"{example}.yaml")
+        console.success(f"next: tfxd validate {spec}")
+
+
+def main() -> None:
+    cli(prog_name="tfxd")
+
+
+if __name__ == "__main__":
+    main()
