@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from rich.console import Console
@@ -35,3 +36,11 @@ def error(message: str) -> None:
 def raw(text: str) -> None:
     """Machine-readable output (YAML, JSON): printed as is, no markup."""
     sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def keep_terminal() -> None:
+    """Point the console at private copies of the terminal's stdout/stderr file descriptors, so that
+    tfxd's lines still reach the user after fd 2 is sent to a run's log file."""
+    global out, err
+    out = Console(file=os.fdopen(os.dup(1), "w", buffering=1), highlight=False, soft_wrap=True)
+    err = Console(file=os.fdopen(os.dup(2), "w", buffering=1), highlight=False, soft_wrap=True)

@@ -435,7 +435,23 @@ class Push(Section):
 class Beam(Section):
     runner: Literal["direct", "dataflow", "flink", "spark"] = "direct"
     workers: int = Field(0, ge=0, description="direct runner: processes, 0 = one per CPU")
+    master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, "
+                               "e.g. localhost:8081 (flink) or spark://host:7077 (spark)")
     args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")
+
+    @model_validator(mode="after")
+    def _check(self) -> Beam:
+        problems = Problems()
+        if self.runner in ("flink", "spark") and self.master is None:
+            problems.add(("master",), f"runner {self.runner} needs `master`",
+                         "add master: localhost:8081 (flink) or spark://host:7077 (spark)")
+        if self.runner in ("direct", "dataflow") and self.master is not None:
+            problems.add(("master",), f"`master` does not apply to runner {self.runner}", "remove it")
+        if self.runner != "direct" and self._explicit("workers"):
+            problems.add(("workers",), "`workers` only applies to the direct runner",
+                         "size the cluster on its own side, or pass flags in beam.args")
+        problems.raise_if_any()
+        return self
 
 
 # -------------------------------------------------------------- targets
@@ -547,6 +563,10 @@ class Spec(Section):
                     fits = [name for name, tasks in METRICS.items() if task in tasks]
                     problems.add((section, "metrics", index), f"metric {metric} does not fit a {task} label",
                                  f"metrics for {task}: {', '.join(fits)}")
+        if self.beam.runner == "dataflow" and self.targets.vertex is None:
+            problems.add(("beam", "runner"), "the dataflow runner takes its project, region, image and temp "
+                         "location from targets.vertex, which the spec does not have",
+                         "add targets.vertex (project, region, image, root)")
         for metric in self.evaluation.thresholds:
             if metric not in (self.evaluation.metrics or []):
                 problems.add(("evaluation", "thresholds", metric),

@@ -1,0 +1,64 @@
+"""tfxd's ExampleGen component: TFX's FileBasedExampleGen interface plus a reader config.
+
+It stays a FileBasedExampleGen (same driver, span and fingerprint handling,
+and the special treatment KubeflowV2DagRunner gives ExampleGens), with tfxd's
+executor and one more parameter, ``reader_config`` (JSON: format, column type
+hints, split ratios or patterns, split key, bad-record policy).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from tfx.components.example_gen.component import FileBasedExampleGen, QueryBasedExampleGen
+from tfx.dsl.components.base import base_beam_component, executor_spec
+from tfx.proto import example_gen_pb2
+from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
+
+from components.example_gen import executor
+
+
+class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
+    PARAMETERS = {**standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
+                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
+
+
+class QueryExampleGenSpec(standard_component_specs.QueryBasedExampleGenSpec):
+    PARAMETERS = {**standard_component_specs.QueryBasedExampleGenSpec.PARAMETERS,
+                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
+
+
+class ExampleGen(FileBasedExampleGen):
+    """Files (csv, parquet, tfrecord, jsonl) -> gzipped TFRecords of tf.Example per split."""
+
+    SPEC_CLASS = ExampleGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, input_base: str, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
+                 reader_config: dict[str, Any]) -> None:
+        spec = ExampleGenSpec(
+            input_base=input_base, input_config=input_config, output_config=output_config,
+            custom_config=None, range_config=None,
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            examples=channel.Channel(type=standard_artifacts.Examples),
+            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+        base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
+
+
+class BigQueryExampleGen(QueryBasedExampleGen):
+    """A BigQuery query -> gzipped TFRecords of tf.Example per split (ratio splits only)."""
+
+    SPEC_CLASS = QueryExampleGenSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+
+    def __init__(self, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
+                 reader_config: dict[str, Any]) -> None:
+        spec = QueryExampleGenSpec(
+            input_config=input_config, output_config=output_config, custom_config=None,
+            output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
+            output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
+            examples=channel.Channel(type=standard_artifacts.Examples),
+            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+        base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

@@ -1,0 +1,213 @@
+"""ExampleGen executor: files (or a BigQuery query) -> tf.Examples in splits, with bad records accounted.
+
+Ratio splits reuse TFX's own deterministic partitioning (a hash of the
+serialized record, or of ``split_key`` through ``partition_feature_name``), so a
+record's split never changes between runs, runners or worker counts. File
+pattern splits read every split and infer one set of column types for all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import apache_beam as beam
+from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.dsl.io import fileio
+from tfx.proto import example_gen_pb2
+from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
+
+from components.example_gen import records
+
+READER_CONFIG_KEY = "reader_config"
+REPORT_DIR_KEY = "_tfxd_report_dir"
+BAD_RECORDS_PROPERTY = "tfxd_bad_records"
+SPLIT_COUNTS_PROPERTY = "tfxd_split_counts"
+_BAD = "bad"
+BAD_RECORDS_FILE = "bad_records.json"
+SPLIT_COUNTS_FILE = "split_counts.json"
+
+
+def _open(path: str):
+    """A binary file object for any Beam filesystem (local, gs://, ...); .gz/.bz2 are decompressed."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path)
+
+
+def list_files(input_base: str, pattern: str) -> list[str]:
+    """Data files matching ``pattern`` under ``input_base`` (hidden files left out); refuse empty matches."""
+    full = os.path.join(input_base, pattern)
+    files = sorted(path for path in fileio.glob(full)
+                   if not fileio.isdir(path) and not os.path.basename(path).startswith((".", "_")))
+    if not files:
+        raise records.InputError(f"no data file matches {full}")
+    for path in files:
+        if fileio.stat(path).length == 0:
+            raise records.InputError(f"{path} is empty")
+    return files
+
+
+class _ReadFile(beam.DoFn):
+    """One file -> rows, tagged with their input split; bad records go to the 'bad' output or fail."""
+
+    def __init__(self, data_format: str, skip_bad: bool, split: str) -> None:
+        self._format = data_format
+        self._skip_bad = skip_bad
+        self._split = split
+
+    def process(self, path: str):
+        for item in records.READERS[self._format](path, _open):
+            if isinstance(item, records.Bad):
+                if not self._skip_bad:
+                    raise item.error()
+                yield beam.pvalue.TaggedOutput(_BAD, item.reason)
+            else:
+                yield self._split, item
+
+
+class _InferTypes(beam.CombineFn):
+    def create_accumulator(self) -> dict[str, str | None]:
+        return {}
+
+    def add_input(self, state: dict[str, str | None], element: tuple[str, records.Row]) -> dict:
+        return records.TypeInferenceState.add(state, element[1].values)
+
+    def merge_accumulators(self, states) -> dict[str, str | None]:
+        return records.TypeInferenceState.merge(list(states))
+
+    def extract_output(self, state: dict[str, str | None]) -> dict[str, str | None]:
+        return state
+
+
+class _Encode(beam.DoFn):
+    """Typed tf.Examples; a value that does not fit its column is a bad record."""
+
+    def __init__(self, pinned: dict[str, str], skip_bad: bool) -> None:
+        self._pinned = pinned
+        self._skip_bad = skip_bad
+
+    def process(self, element: tuple[str, records.Row], seen: dict[str, str | None]):
+        import tensorflow as tf
+
+        split, row = element
+        types = records.final_types(seen, self._pinned)
+        features, problem = records.encode(row.values, types)
+        if problem:
+            bad = records.Bad(row.location, "value does not fit its column", problem)
+            if not self._skip_bad:
+                raise bad.error()
+            yield beam.pvalue.TaggedOutput(_BAD, bad.reason)
+            return
+        yield split, tf.train.Example.FromString(records.example_bytes(features, types))
+
+
+def _write_json(content: Any, path: str) -> None:
+    with fileio.open(path, "w") as handle:
+        handle.write(json.dumps(content, sort_keys=True))
+
+
+def _read_files(pipeline: beam.Pipeline, config: dict[str, Any], files_by_split: dict[str, list[str]]):
+    """Every split's files -> (split, Row) pairs, and the bad records' reasons."""
+    rows, bad = [], []
+    for split, files in files_by_split.items():
+        read = (pipeline
+                | f"Files[{split}]" >> beam.Create(files)
+                | f"Read[{split}]" >> beam.ParDo(_ReadFile(config["format"], config["bad_records"] == "skip", split))
+                .with_outputs(_BAD, main="rows"))
+        rows.append(read.rows)
+        bad.append(read[_BAD])
+    return rows, bad
+
+
+def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str | None):
+    """Infer one set of column types over all rows, encode them; return (split, Example) pairs."""
+    all_rows = rows[0] if len(rows) == 1 else tuple(rows) | "AllRows" >> beam.Flatten()
+    seen = all_rows | "InferTypes" >> beam.CombineGlobally(_InferTypes())
+    encoded = all_rows | "Encode" >> beam.ParDo(
+        _Encode(config.get("columns", {}), config["bad_records"] == "skip"),
+        seen=beam.pvalue.AsSingleton(seen)).with_outputs(_BAD, main="examples")
+    if report_dir:
+        (tuple([*bad, encoded[_BAD]]) | "AllBad" >> beam.Flatten()
+         | "CountBad" >> beam.combiners.Count.PerElement()
+         | "BadToDict" >> beam.combiners.ToDict()
+         | "WriteBad" >> beam.Map(_write_json, os.path.join(report_dir, BAD_RECORDS_FILE)))
+    return encoded.examples
+
+
+@beam.ptransform_fn
+def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str):  # noqa: N802
+    """One input split -> tf.Examples (partitioned by TFX afterwards). For bigquery, TFX passes the
+    query as ``split_pattern``."""
+    config = json.loads(exec_properties[READER_CONFIG_KEY])
+    if config["format"] == "bigquery":
+        from components.example_gen import bigquery
+
+        rows = [pipeline | "Query" >> bigquery.ReadQuery(split_pattern, config.get("project"))]
+        bad: list = []
+    else:
+        files = list_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+        rows, bad = _read_files(pipeline, config, {"input": files})
+    examples = _to_examples(rows, bad, config, exec_properties.get(REPORT_DIR_KEY))
+    return examples | "DropSplit" >> beam.Values()
+
+
+class Executor(BaseExampleGenExecutor):
+    """Reads csv, parquet, tfrecord, jsonl (and BigQuery) into tf.Examples, split deterministically."""
+
+    def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 - TFX's name
+        return _InputToExamples
+
+    def GenerateExamplesByBeam(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]):  # noqa: N802
+        output_config = example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+        if output_config.split_config.splits:
+            splits = super().GenerateExamplesByBeam(pipeline, exec_properties)
+        else:
+            splits = self._pattern_splits(pipeline, exec_properties)
+        report_dir = exec_properties.get(REPORT_DIR_KEY)
+        if report_dir:
+            counts = [split | f"Count[{name}]" >> beam.combiners.Count.Globally()
+                      | f"Key[{name}]" >> beam.Map(lambda n, name=name: (name, n))
+                      for name, split in splits.items()]
+            (tuple(counts) | "AllCounts" >> beam.Flatten() | "CountsToDict" >> beam.combiners.ToDict()
+             | "WriteCounts" >> beam.Map(_write_json, os.path.join(report_dir, SPLIT_COUNTS_FILE)))
+        return splits
+
+    def _pattern_splits(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> dict[str, Any]:
+        """File-pattern splits: read them all, infer one set of types, keep each record in its split."""
+        config = json.loads(exec_properties[READER_CONFIG_KEY])
+        input_config = example_gen_pb2.Input()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+        files = {split.name: list_files(base, split.pattern) for split in input_config.splits}
+        rows, bad = _read_files(pipeline, config, files)
+        pairs = _to_examples(rows, bad, config, exec_properties.get(REPORT_DIR_KEY))
+        names = list(files)
+        parts = pairs | "BySplit" >> beam.Partition(lambda pair, n: names.index(pair[0]), len(names))
+        return {name: parts[index] | f"Values[{name}]" >> beam.Values() for index, name in enumerate(names)}
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        report_dir = os.path.join(self._get_tmp_dir(), "tfxd_report")
+        fileio.makedirs(report_dir)
+        exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}
+        super().Do(input_dict, output_dict, exec_properties)
+        examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        counts = _read_json(os.path.join(report_dir, SPLIT_COUNTS_FILE))
+        bad = _read_json(os.path.join(report_dir, BAD_RECORDS_FILE))
+        empty = [name for name in artifact_utils.decode_split_names(examples.split_names) if not counts.get(name)]
+        if empty:
+            raise records.InputError(
+                f"split {', '.join(map(repr, empty))} ended up empty ({counts}); use more data, change the "
+                "split ratios, or check the split patterns")
+        examples.set_string_custom_property(SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
+        examples.set_string_custom_property(BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
+
+
+def _read_json(path: str) -> dict[str, Any]:
+    if not fileio.exists(path):
+        return {}
+    with fileio.open(path, "r") as handle:
+        return json.loads(handle.read())

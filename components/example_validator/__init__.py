@@ -1,0 +1,1 @@
+"""tfxd's ExampleValidator: TFX's, with a gate that stops the run on anomalies."""

@@ -1,0 +1,33 @@
+"""tfxd's ExampleValidator component: TFX's interface plus ``fail_on_anomalies``."""
+
+from __future__ import annotations
+
+import json
+
+from tfx.components.example_validator.component import ExampleValidator as TfxExampleValidator
+from tfx.dsl.components.base import base_component, executor_spec
+from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
+
+from components.example_validator import executor
+
+
+class ExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
+    PARAMETERS = {**standard_component_specs.ExampleValidatorSpec.PARAMETERS,
+                  executor.FAIL_ON_ANOMALIES_KEY: component_spec.ExecutionParameter(type=int),
+                  executor.GATED_COLUMNS_KEY: component_spec.ExecutionParameter(type=str)}
+
+
+class ExampleValidator(TfxExampleValidator):
+    """Validates statistics against the schema; with fail_on_anomalies, anomalies in ``gated_columns``
+    (the columns the pipeline reads; all columns when empty) stop the run, the others are logged."""
+
+    SPEC_CLASS = ExampleValidatorSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
+
+    def __init__(self, statistics, schema, fail_on_anomalies: bool, gated_columns: list[str]) -> None:
+        spec = ExampleValidatorSpec(
+            statistics=statistics, schema=schema, exclude_splits="[]", custom_validation_config=None,
+            anomalies=channel.Channel(type=standard_artifacts.ExampleAnomalies),
+            **{executor.FAIL_ON_ANOMALIES_KEY: int(fail_on_anomalies),
+               executor.GATED_COLUMNS_KEY: json.dumps(sorted(gated_columns))})
+        base_component.BaseComponent.__init__(self, spec=spec)

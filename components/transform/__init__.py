@@ -1,0 +1,1 @@
+"""tfxd's Transform: the spec's declarative features compiled to a tf.Transform preprocessing_fn."""

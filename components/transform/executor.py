@@ -1,0 +1,38 @@
+"""Transform executor: TFX's own, plus the feature description the Trainer reads (feature_info)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from tfx.components.transform import executor as tfx_transform
+from tfx.types import artifact_utils, standard_component_specs
+
+from components.transform import feature_info
+
+
+@contextlib.contextmanager
+def _without_deep_copy():
+    """tf.Transform 1.16's deep-copy optimization (re-reading inputs for a second analysis phase without
+    materializing them) builds Beam AppliedPTransforms with a signature Beam 2.74 no longer accepts, so
+    any preprocessing_fn with dependent analyzers (a fill by the mean, then a z-score) fails. Turning the
+    optimization off keeps the same results."""
+    from tensorflow_transform.beam.context import Context
+
+    original = Context.__dict__["get_use_deep_copy_optimization"]
+    Context.get_use_deep_copy_optimization = classmethod(lambda cls: False)
+    try:
+        yield
+    finally:
+        Context.get_use_deep_copy_optimization = original
+
+
+class Executor(tfx_transform.Executor):
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        import tensorflow_transform as tft
+
+        with _without_deep_copy():
+            super().Do(input_dict, output_dict, exec_properties)
+        graph_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
+        config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
+        feature_info.write(graph_dir, feature_info.describe(tft.TFTransformOutput(graph_dir), config))

@@ -1,0 +1,154 @@
+"""The generic preprocessing_fn: the spec's `features` and `label` (from Transform's custom_config) as tf.Transform.
+
+Imported by dotted path (``components.transform.preprocessing.preprocessing_fn``)
+from the pipeline image, so no user module is packaged or staged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.transform.expressions_tf import compile_expression
+
+FEATURES_KEY = "features"
+LABEL_KEY = "label"
+OUTPUT_FLOAT = ("zscore", "minmax", "log", "identity")
+
+
+def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
+    columns = _Columns(inputs)
+    outputs: dict[str, tf.Tensor] = {}
+    for feature in custom_config[FEATURES_KEY]:
+        name = feature["name"]
+        raw = compile_expression(feature["expr"], columns.get) if feature.get("expr") else columns.get(name)
+        outputs[name] = _transform(name, raw, feature)
+    label = custom_config[LABEL_KEY]
+    raw_label = compile_expression(label["expr"], columns.get) if label.get("expr") else columns.get(label["column"])
+    outputs[label["name"]] = _label(label, raw_label)
+    return outputs
+
+
+class _Columns:
+    """Raw inputs made dense: numbers as float64 (exact for integers below 2**53) with NaN where missing,
+    strings with "" where missing."""
+
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        self._inputs = inputs
+        self._dense: dict[str, tf.Tensor] = {}
+
+    def get(self, name: str) -> tf.Tensor:
+        if name not in self._dense:
+            if name not in self._inputs:
+                known = ", ".join(sorted(self._inputs))
+                raise KeyError(f"column {name!r} is not in the data; the data has: {known}")
+            self._dense[name] = _dense(name, self._inputs[name])
+        return self._dense[name]
+
+
+def _dense(name: str, tensor: Any) -> tf.Tensor:
+    string = tensor.dtype == tf.string
+    default = b"" if string else float("nan")
+    if not string:
+        tensor = _cast_values(tensor, tf.float64)
+    if isinstance(tensor, tf.SparseTensor):
+        tensor = tf.RaggedTensor.from_sparse(tensor)
+    if isinstance(tensor, tf.RaggedTensor):
+        too_many = tf.debugging.assert_equal(
+            tf.reduce_all(tensor.row_lengths() <= 1), True,
+            message=f"column {name!r} has records with several values; tfxd transforms single values "
+                    "and fixed-length lists")
+        with tf.control_dependencies([too_many]):
+            tensor = tensor.to_tensor(default_value=default, shape=[None, 1])
+    if tensor.shape.rank == 2 and tensor.shape[1] == 1:
+        tensor = tf.squeeze(tensor, axis=1)
+    return tensor
+
+
+def _cast_values(tensor: Any, dtype: tf.DType) -> Any:
+    if isinstance(tensor, tf.SparseTensor):
+        return tf.SparseTensor(tensor.indices, tf.cast(tensor.values, dtype), tensor.dense_shape)
+    if isinstance(tensor, tf.RaggedTensor):
+        return tensor.with_flat_values(tf.cast(tensor.flat_values, dtype))
+    return tf.cast(tensor, dtype)
+
+
+def _filled(name: str, values: tf.Tensor, fill: Any) -> tf.Tensor:
+    """Missing numbers (NaN) replaced by ``fill``, by default the mean of the values present."""
+    if values.dtype == tf.string:
+        raise ValueError(f"feature {name!r}: this transform needs numbers, and the column holds strings; "
+                         "use vocabulary or hash")
+    values = tf.cast(values, tf.float64)
+    missing = tf.math.is_nan(values)
+    if fill is None:
+        fill_value = tft.mean(tf.boolean_mask(values, tf.logical_not(missing)))
+    else:
+        fill_value = tf.constant(float(fill), tf.float64)
+    return tf.where(missing, tf.cast(fill_value, tf.float64), values)
+
+
+def _strings(values: tf.Tensor, fill: Any) -> tf.Tensor:
+    if values.dtype != tf.string:
+        number = tf.cast(values, tf.float64)
+        integral = tf.equal(tf.floor(number), number)
+        text = tf.where(integral, tf.strings.as_string(tf.cast(tf.where(integral, number, 0.0), tf.int64)),
+                        tf.strings.as_string(number))
+        values = tf.where(tf.math.is_nan(number), tf.constant(b""), text)
+    if fill is not None:
+        values = tf.where(tf.equal(values, b""), tf.constant(str(fill).encode("utf-8")), values)
+    return values
+
+
+def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
+    kind, fill = feature["transform"], feature.get("fill")
+    if kind == "vocabulary":
+        return tft.compute_and_apply_vocabulary(
+            _strings(raw, fill), top_k=feature["top_k"] or None,
+            frequency_threshold=feature["frequency_threshold"] or None,
+            num_oov_buckets=feature["oov_buckets"], vocab_filename=name)
+    if kind == "hash":
+        return tf.strings.to_hash_bucket_fast(_strings(raw, fill), feature["buckets"])
+    values = _filled(name, raw, fill)
+    if kind == "zscore":
+        return tf.cast(tft.scale_to_z_score(values), tf.float32)
+    if kind == "minmax":
+        return tf.cast(tft.scale_to_0_1(values), tf.float32)
+    if kind == "log":
+        check = tf.debugging.assert_non_negative(
+            values, message=f"feature {name!r}: log needs values >= 0 and found a negative one; use zscore, "
+                            "or an expr such as log(abs(x) + 1)")
+        with tf.control_dependencies([check]):
+            return tf.cast(tf.math.log1p(values), tf.float32)
+    if kind == "bucketize":
+        return tft.bucketize(values, feature["buckets"])
+    if kind == "categorical":
+        ids = tf.cast(tf.round(values), tf.int64)
+        return tf.clip_by_value(ids, 0, feature["num_buckets"] - 1)
+    return tf.cast(values, tf.float32)  # identity
+
+
+def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
+    name, task = label["name"], label["task"]
+    if task == "multiclass" and raw.dtype == tf.string:
+        return tft.compute_and_apply_vocabulary(raw, num_oov_buckets=0, default_value=-1, vocab_filename=name)
+    if raw.dtype == tf.string:
+        raise ValueError(f"label {name!r}: a {task} label needs numbers; for strings use an expr "
+                         "such as \"answer == 'yes'\" (binary) or task multiclass")
+    values = tf.cast(raw, tf.float64)
+    present = tf.debugging.assert_equal(
+        tf.reduce_any(tf.math.is_nan(values)), False,
+        message=f"label {name!r} is missing in some records; drop them or compute the label with an expr")
+    with tf.control_dependencies([present]):
+        values = tf.identity(values)
+    if task == "regression":
+        return tf.cast(values, tf.float32)
+    if task == "binary":
+        return tf.cast(tf.not_equal(values, 0.0), tf.int64)
+    ids = tf.cast(values, tf.int64)
+    in_range = tf.debugging.assert_less(
+        ids, tf.constant(label["num_classes"], tf.int64),
+        message=f"label {name!r} has a class id >= num_classes ({label['num_classes']})")
+    with tf.control_dependencies([in_range, tf.debugging.assert_non_negative(ids)]):
+        return tf.identity(ids)

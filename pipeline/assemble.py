@@ -1,0 +1,97 @@
+"""Spec -> tfx Pipeline: tfxd's ExampleGen, StatisticsGen, SchemaGen (or ImportSchemaGen),
+ExampleValidator and Transform. (Trainer, Evaluator and Pusher are not built yet.)"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from pipeline.example_gen_config import example_gen_config
+from pipeline.load import LoadedSpec
+
+# The components `tfxd run` can build today, in pipeline order.
+BUILT = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform")
+
+
+def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
+    """What the generic preprocessing_fn reads: the features and the label, every default filled in."""
+    spec = loaded.spec
+    return {"features": [feature.model_dump(mode="json") for feature in spec.features],
+            "label": spec.label.model_dump(mode="json")}
+
+
+def columns_read(loaded: LoadedSpec) -> list[str]:
+    """The data columns the spec's features and label read ([] with a user preprocessing_fn: unknown)."""
+    from pipeline import expressions
+
+    spec = loaded.spec
+    if spec.preprocessing_fn:
+        return []
+    columns: list[str] = []
+    sources = [(f.expr, f.name) for f in spec.features] + [(spec.label.expr, spec.label.column)]
+    for expr, column in sources:
+        columns += expressions.columns(expr) if expr else [column or ""]
+    return sorted(set(columns) - {""})
+
+
+def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
+    """The pipeline's components up to ``to`` (default: every component built)."""
+    from tfx.components import SchemaGen, StatisticsGen
+    from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+    from tfx.proto import example_gen_pb2
+
+    from components.example_gen.component import BigQueryExampleGen, ExampleGen
+    from components.example_validator.component import ExampleValidator
+    from components.transform.component import PREPROCESSING_FN, Transform
+
+    spec = loaded.spec
+    project = spec.targets.vertex.project if spec.targets.vertex else None
+    config = example_gen_config(loaded, project)
+    input_config = example_gen_pb2.Input(splits=[
+        example_gen_pb2.Input.Split(name=name, pattern=pattern) for name, pattern in config.input_splits])
+    split_config = example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets) for name, buckets in config.output_buckets])
+    if config.split_key:
+        split_config.partition_feature_name = config.split_key
+    output_config = example_gen_pb2.Output(split_config=split_config)
+    if spec.data.format == "bigquery":
+        example_gen = BigQueryExampleGen(input_config, output_config, config.reader)
+    else:
+        example_gen = ExampleGen(config.input_base or "", input_config, output_config, config.reader)
+    statistics = StatisticsGen(examples=example_gen.outputs["examples"])
+    if spec.validation.schema_ == "infer":
+        schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+    else:
+        schema_gen = ImportSchemaGen(schema_file=loaded.resolve(spec.validation.schema_))
+    validator = ExampleValidator(statistics.outputs["statistics"], schema_gen.outputs["schema"],
+                                 spec.validation.fail_on_anomalies, columns_read(loaded))
+    user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
+    transform = Transform(examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
+                          preprocessing_fn=user_fn or PREPROCESSING_FN, custom_config=transform_config(loaded))
+    built = [example_gen, statistics, schema_gen, validator, transform]
+    for name, component in zip(BUILT, built, strict=True):
+        component.with_id(name)
+    if to is None:
+        return built
+    return built[: BUILT.index(to) + 1]
+
+
+def metadata_path(root: str) -> str:
+    return os.path.join(root, "metadata.sqlite")
+
+
+def tfx_pipeline(loaded: LoadedSpec, root: str, to: str | None = None):
+    """The tfx Pipeline for a local run under ``root`` (caching on, SQLite ML Metadata)."""
+    from tfx.orchestration import metadata, pipeline
+
+    from pipeline.beam_args import beam_args
+
+    spec = loaded.spec
+    return pipeline.Pipeline(
+        pipeline_name=spec.name,
+        pipeline_root=os.path.join(root, "pipeline"),
+        components=components(loaded, to),
+        enable_cache=True,
+        metadata_connection_config=metadata.sqlite_metadata_connection_config(metadata_path(root)),
+        beam_pipeline_args=beam_args(spec),
+    )

@@ -1,0 +1,40 @@
+"""The `beam` section -> Beam pipeline arguments for the runner it names (raw `args` appended last)."""
+
+from __future__ import annotations
+
+import os
+import posixpath
+
+from pipeline.spec import Spec
+
+# TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
+# (tfx.utils.dependency_utils). The direct runner stages nothing, so the flag only stops that work.
+_NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
+
+
+def beam_args(spec: Spec, image: str | None = None) -> list[str]:
+    """Arguments for the spec's runner; ``image`` is the pipeline image (for remote workers)."""
+    beam = spec.beam
+    if beam.runner == "direct":
+        workers = beam.workers or os.cpu_count() or 1
+        mode = "in_memory" if workers == 1 else "multi_processing"
+        args = ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
+                _NO_STAGING]
+    elif beam.runner == "dataflow":
+        vertex = spec.targets.vertex
+        assert vertex is not None  # the spec refuses dataflow without targets.vertex
+        args = ["--runner=DataflowRunner", f"--project={vertex.project}", f"--region={vertex.region}",
+                f"--temp_location={posixpath.join(vertex.root, 'beam-tmp')}",
+                f"--sdk_container_image={image or vertex.image}", "--experiments=use_runner_v2"]
+    else:
+        environment = (["--environment_type=DOCKER", f"--environment_config={image}"] if image
+                       else ["--environment_type=LOOPBACK"])
+        if beam.runner == "flink":
+            args = ["--runner=FlinkRunner", f"--flink_master={beam.master}", "--flink_submit_uber_jar",
+                    *environment]
+        else:
+            args = ["--runner=SparkRunner", f"--spark_master_url={beam.master}", "--spark_submit_uber_jar",
+                    *environment]
+        if not image:
+            args.append(_NO_STAGING)
+    return [*args, *beam.args]

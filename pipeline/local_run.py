@@ -1,0 +1,173 @@
+"""`tfxd run`: the spec's pipeline on LocalDagRunner with SQLite ML Metadata, a line per component,
+TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import re
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+from pipeline import console
+from pipeline.load import LoadedSpec
+
+_RUNNING = "Component %s is running."
+_FINISHED = "Component %s is finished."
+
+
+class RunFailed(Exception):
+    """A component failed; names it and the log with the whole story."""
+
+    def __init__(self, component: str, reason: str, log: str) -> None:
+        super().__init__(f"{component} failed: {reason}\n    full log: {log}")
+        self.component = component
+        self.log = log
+
+
+@dataclass
+class RunPaths:
+    root: str
+    run_id: str
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.join(self.root, "runs", self.run_id)
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.run_dir, "logs", "run.log")
+
+    @property
+    def summary(self) -> str:
+        return os.path.join(self.run_dir, "summary.json")
+
+
+@dataclass
+class _Progress(logging.Handler):
+    """Turns the local runner's 'Component X is running/finished' log lines into console lines."""
+
+    started: dict[str, float] = field(default_factory=dict)
+    current: str | None = None
+
+    def __post_init__(self) -> None:
+        logging.Handler.__init__(self, logging.INFO)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg == _RUNNING and record.args:
+            self.current = str(record.args[0])
+            self.started[self.current] = time.monotonic()
+            console.step(f"{self.current} ...")
+        elif record.msg == _FINISHED and record.args:
+            name = str(record.args[0])
+            console.success(f"{name} ({time.monotonic() - self.started.get(name, time.monotonic()):.1f} s)")
+            self.current = None
+
+    def __hash__(self) -> int:  # logging keeps handlers in sets
+        return id(self)
+
+
+def new_run_id() -> str:
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+
+
+def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> None:
+    """Everything TensorFlow, Beam and absl say goes to the run's log (and to the terminal with -v)."""
+    import absl.logging
+
+    os.makedirs(os.path.dirname(paths.log), exist_ok=True)
+    console.keep_terminal()
+    log_file = open(paths.log, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    if not verbose:
+        os.dup2(log_file.fileno(), 2)  # C++ logs and worker processes write to fd 2 directly
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    file_handler = logging.StreamHandler(log_file)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    if verbose:
+        root.addHandler(logging.StreamHandler(console.err.file))
+    root.addHandler(progress)
+    root.setLevel(logging.INFO)
+    absl.logging.set_verbosity(absl.logging.INFO)
+    absl_handler = absl.logging.get_absl_handler()
+    if absl_handler in root.handlers:
+        root.removeHandler(absl_handler)
+
+
+def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
+    """Run the pipeline; return the summary (also written to summary.json). Raises RunFailed."""
+    root = loaded.resolve(loaded.spec.root or "")
+    paths = RunPaths(root, new_run_id())
+    progress = _Progress()
+    _route_logs(paths, verbose, progress)
+    console.step(f"run {paths.run_id} of {loaded.spec.name}; log: {paths.log}")
+
+    started = time.time()
+    failure: BaseException | None = None
+    tfx = None
+    try:
+        from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+        from pipeline.assemble import tfx_pipeline
+
+        tfx = tfx_pipeline(loaded, root, to)
+        LocalDagRunner().run(tfx)
+    except Exception as exc:  # noqa: BLE001 - any failure ends here and is reported with the log
+        failure = exc
+        logging.error("run failed:\n%s", "".join(traceback.format_exception(exc)))
+    if tfx is None:
+        raise RunFailed("tfxd", _reason(failure), paths.log)
+    summary = _summary(loaded, paths, tfx, started)
+    _write_json(paths.summary, summary)
+    if failure is not None:
+        failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
+        component = failed[0] if failed else progress.current or "the pipeline"
+        raise RunFailed(component, _reason(failure), paths.log) from None
+    return summary
+
+
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Found|Failed)): (.+)")
+
+
+def _reason(exc: BaseException | None) -> str:
+    """The root cause in one message: Beam and TensorFlow wrap errors in long remote tracebacks,
+    so the last 'SomeError: message' line (with what follows it) is the one that explains."""
+    text = str(exc).strip() if exc is not None else ""
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if _ERROR_LINE.match(line)]
+    if starts:
+        last = starts[-1]
+        tail = [lines[last], *[line for line in lines[last + 1:] if line.startswith(" ")]]
+        text = "\n".join(tail)
+    text = text.split(" [while running")[0].strip() or type(exc).__name__
+    return text if len(text) < 2000 else text[:2000] + " ..."
+
+
+def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:
+    from pipeline.run_records import component_runs, examples_report
+
+    components = component_runs(paths.root, loaded.spec.name, [c.id for c in tfx.components], started)
+    return {
+        "pipeline": loaded.spec.name,
+        "run_id": paths.run_id,
+        "components": components,
+        "examples": examples_report(paths.root, loaded.spec.name),
+        "strategy": None,
+        "metrics": {},
+        "blessed": False,
+        "pushed_to": None,
+    }
+
+
+def _write_json(path: str, content: Any) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = path + ".partial"
+    with open(partial, "w") as handle:
+        json.dump(content, handle, indent=2, sort_keys=False)
+    os.replace(partial, path)

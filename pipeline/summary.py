@@ -1,0 +1,26 @@
+"""The end-of-run summary, printed as a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from pipeline import console
+
+
+def show(summary: dict[str, Any]) -> None:
+    table = Table(title=f"{summary['pipeline']} run {summary['run_id']}", title_justify="left")
+    table.add_column("component")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    for component in summary["components"]:
+        table.add_row(component["name"], component["status"], f"{component['seconds']:.1f}")
+    console.out.print(table)
+    examples = summary.get("examples") or {}
+    if examples.get("splits"):
+        splits = ", ".join(f"{name} {count}" for name, count in examples["splits"].items())
+        console.info(f"examples: {splits}")
+    if examples.get("bad_records"):
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
+        console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
