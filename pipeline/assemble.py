@@ -53,7 +53,9 @@ def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
         example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets) for name, buckets in config.output_buckets])
     if config.split_key:
         split_config.partition_feature_name = config.split_key
-    output_config = example_gen_pb2.Output(split_config=split_config)
+    # pattern splits: no output split config, each input split is an output split
+    output_config = example_gen_pb2.Output(split_config=split_config) if config.output_buckets else (
+        example_gen_pb2.Output())
     if spec.data.format == "bigquery":
         example_gen = BigQueryExampleGen(input_config, output_config, config.reader)
     else:

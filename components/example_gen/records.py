@@ -137,11 +137,11 @@ def read_parquet(path: str, opener: Opener) -> Iterator[Row | Bad]:
         raise InputError(f"{path} has no rows")
 
 
-def read_tfrecord(path: str, opener: Opener) -> Iterator[Row | Bad]:
+def read_tfrecord(path: str, opener: Opener) -> Iterator[Row | Bad]:  # noqa: ARG001 - one reader signature
     """tf.Example records, gzipped or not (told apart by the gzip magic bytes)."""
     import tensorflow as tf
 
-    with opener(path) as raw:
+    with tf.io.gfile.GFile(path, "rb") as raw:  # the raw bytes: ``opener`` would decompress .gz files
         compression = "GZIP" if raw.read(2) == b"\x1f\x8b" else ""
     dataset = tf.data.TFRecordDataset(path, compression_type=compression).as_numpy_iterator()
     index = 0
@@ -152,7 +152,7 @@ def read_tfrecord(path: str, opener: Opener) -> Iterator[Row | Bad]:
         except StopIteration:
             break
         except tf.errors.DataLossError as exc:
-            yield Bad(location, "corrupted record", exc.message.splitlines()[0])
+            yield Bad(location, "corrupted record", exc.message.split("}} ")[-1].split(" [Op:")[0])
             break
         index += 1
         try:
