@@ -101,6 +101,10 @@ def _check_files(loaded: LoadedSpec, problems: Problems) -> None:
                 if isinstance(pattern, str) and not glob.glob(os.path.join(base, pattern)):
                     problems.add(("data", "splits", split), f"no file under {data.path!r} matches {pattern!r}",
                                  "patterns are globs relative to data.path")
+    if not problems.items:
+        from pipeline import data_columns
+
+        data_columns.check(loaded, problems)
     schema = spec.validation.schema_
     if schema != "infer" and "://" not in schema and not os.path.isfile(loaded.resolve(schema)):
         problems.add(("validation", "schema"), f"schema file {schema!r} does not exist",

@@ -71,6 +71,18 @@ class _Progress(logging.Handler):
         return id(self)
 
 
+def _importable(folder: str) -> None:
+    """The user's own code beside the spec (preprocessing_fn, model builders, callbacks) imports by
+    dotted path, here and in Beam's worker processes."""
+    import sys
+
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
 def new_run_id() -> str:
     return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
 
@@ -102,6 +114,7 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
     """Run the pipeline; return the summary (also written to summary.json). Raises RunFailed."""
+    _importable(loaded.base_dir)
     root = loaded.resolve(loaded.spec.root or "")
     paths = RunPaths(root, new_run_id())
     progress = _Progress()

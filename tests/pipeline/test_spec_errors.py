@@ -212,3 +212,28 @@ def test_missing_spec_file(project):
     result = run_cli("validate", str(project / "nope.yaml"))
     assert result.exit_code == 2
     assert "nope.yaml:1:1: (file): no such file" in result.output
+
+
+@pytest.mark.parametrize(("old", "new", "line", "path", "needle"), [
+    ("  - name: x\n", "  - name: xx\n", 7, "features[0].name", "did you mean 'x'?"),
+    ("  column: target", "  column: targt", 14, "label.column", "did you mean 'target'?"),
+    ("  column: target", "  expr: 'x > treshold'", 14, "label.expr", "column 'treshold' is not a column of data.csv"),
+    ("  path: data.csv", "  path: data.csv\n  split_key: idd", 6, "data.split_key", "the data has: x, city, target"),
+])
+def test_columns_are_checked_against_the_csv_header(project, old, new, line, path, needle):
+    result = run_cli("validate", str(write_spec(project, edit(old, new))))
+    assert result.exit_code == 2, result.output
+    assert re.search(rf":{line}:\d+: {re.escape(path)}: ", result.output), result.output
+    assert needle in result.output
+
+
+@pytest.mark.parametrize(("beam", "path", "needle"), [
+    ("beam: {runner: flink}\n", "beam.master", "needs `master`"),
+    ("beam: {runner: direct, master: x}\n", "beam.master", "does not apply to runner direct"),
+    ("beam: {runner: spark, master: x, workers: 3}\n", "beam.workers", "only applies to the direct runner"),
+    ("beam: {runner: dataflow}\n", "beam.runner", "takes its project, region, image"),
+])
+def test_beam_profile_rules(project, beam, path, needle):
+    result = run_cli("validate", str(write_spec(project, BASE_SPEC + beam)))
+    assert result.exit_code == 2
+    assert f": {path}: " in result.output and needle in result.output

@@ -1,0 +1,77 @@
+"""The columns a local data file has, read cheaply (a CSV header, a Parquet schema), so that `validate`
+can check the spec's column names before any pipeline runs."""
+
+from __future__ import annotations
+
+import csv
+import glob
+import os
+from typing import TYPE_CHECKING
+
+from pipeline import expressions
+from pipeline.errors import Problems
+
+if TYPE_CHECKING:
+    from pipeline.load import LoadedSpec
+
+
+def known_columns(loaded: LoadedSpec) -> tuple[str, list[str]] | None:
+    """(the file read, its columns) for local csv and parquet data; None where it cannot be told cheaply."""
+    data = loaded.spec.data
+    if data.format not in ("csv", "parquet") or not data.path or "://" in data.path:
+        return None
+    path = loaded.resolve(data.path)
+    if os.path.isdir(path):
+        patterns = [str(p) for p in data.splits.values() if isinstance(p, str)] or ["*"]
+        files = sorted(f for pattern in patterns for f in glob.glob(os.path.join(path, pattern)))
+    else:
+        files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
+    files = [f for f in files if os.path.isfile(f) and not os.path.basename(f).startswith((".", "_"))]
+    if not files:
+        return None
+    first = files[0]
+    try:
+        if data.format == "csv":
+            with open(first, newline="", encoding="utf-8", errors="replace") as handle:
+                header = next(csv.reader(handle), None)
+            return (first, [name.strip() for name in header]) if header else None
+        import pyarrow.parquet as pq
+
+        return first, list(pq.read_schema(first).names)
+    except (OSError, ValueError, csv.Error):
+        return None
+
+
+def check(loaded: LoadedSpec, problems: Problems) -> None:
+    """Every column the spec names must be in the data."""
+    from pipeline.load import closest
+
+    found = known_columns(loaded)
+    if found is None:
+        return
+    source, columns = found
+    spec = loaded.spec
+
+    def need(path: tuple, column: str, what: str) -> None:
+        if column not in columns:
+            close = closest(column, columns)
+            hint = f"did you mean {close!r}? " if close else ""
+            problems.add(path, f"{what} {column!r} is not a column of {os.path.basename(source)}",
+                         f"{hint}the data has: {', '.join(columns)}")
+
+    for index, feature in enumerate(spec.features):
+        if feature.expr:
+            for column in expressions.columns(feature.expr):
+                need(("features", index, "expr"), column, "column")
+        else:
+            need(("features", index, "name"), feature.name, "feature")
+    if spec.label.expr:
+        for column in expressions.columns(spec.label.expr):
+            need(("label", "expr"), column, "column")
+    elif spec.label.column:
+        need(("label", "column") if "column" in spec.label.model_fields_set else ("label", "name"),
+             spec.label.column, "label column")
+    if spec.data.split_key:
+        need(("data", "split_key"), spec.data.split_key, "split key")
+    for column in spec.data.columns:
+        need(("data", "columns", column), column, "column")

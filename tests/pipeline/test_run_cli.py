@@ -1,0 +1,58 @@
+"""`tfxd run` for real, on small data: failures name the component and the log; a user's own
+preprocessing_fn replaces the features; what is not built is refused."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import textwrap
+from pathlib import Path
+
+from tests.conftest import BASE_SPEC, write_spec
+from tests.pipeline.test_run_to_transform import tfxd
+
+
+def test_a_bad_record_fails_the_run_at_example_gen(project):
+    (project / "data.csv").write_text("x,city,target\n1.0,a,1\n2.0,b,0,9\n")
+    spec = write_spec(project, BASE_SPEC + "beam: {workers: 1}\n")
+    result = tfxd("run", str(spec), "--to", "ExampleGen", cwd=project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ExampleGen failed:" in result.stderr
+    assert "data.csv:3: ragged row: 4 fields where the header has 3" in result.stderr
+    log = result.stderr.split("full log: ")[1].strip().splitlines()[0]
+    assert os.path.isfile(log) and "Traceback" in Path(log).read_text()
+    assert "Traceback" not in result.stderr
+
+
+def test_unbuilt_components_are_refused(project):
+    spec = write_spec(project, BASE_SPEC)
+    result = tfxd("run", str(spec), "--to", "Trainer", cwd=project)
+    assert result.returncode == 2
+    assert "Trainer is not built yet" in result.stderr
+    assert not (project / "tfxd-runs").exists()
+    result = tfxd("run", str(spec), "--to", "Trianer", cwd=project)
+    assert result.returncode == 2 and "is not a component" in result.stderr
+
+
+def test_users_preprocessing_fn_replaces_the_features(project):
+    rows = "".join(f"{i % 7}.5,{'abc'[i % 3]},{i % 2}\n" for i in range(60))
+    (project / "data.csv").write_text("x,city,target\n" + rows)
+    (project / "my_transforms.py").write_text(textwrap.dedent("""\
+        import tensorflow as tf
+        import tensorflow_transform as tft
+
+
+        def preprocessing_fn(inputs):
+            x = tf.squeeze(inputs["x"], axis=1)
+            return {"x_doubled": x * 2.0, "y": tf.squeeze(inputs["target"], axis=1)}
+        """))
+    spec = BASE_SPEC.replace("features:\n  - name: x\n    transform: zscore\n  - name: city\n"
+                             "    transform: vocabulary\n    top_k: 10\n",
+                             "preprocessing_fn: my_transforms:preprocessing_fn\n")
+    result = tfxd("run", str(write_spec(project, spec + "beam: {workers: 1}\n")), "--to", "Transform", cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    graphs = glob.glob(str(project / "tfxd-runs" / "demo" / "pipeline" / "Transform" / "transform_graph" / "*"))
+    info = json.loads(Path(graphs[0], "tfxd_features.json").read_text())
+    assert set(info["features"]) == {"x_doubled"}
+    assert info["features"]["x_doubled"]["kind"] == "float"
