@@ -1,0 +1,142 @@
+"""The planner, table-driven: every row of DISTRIBUTED.md's decision table and every refusal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainer_module.cluster import ClusterError, from_environment
+from trainer_module.planner import Devices, PlanError, plan
+
+CPU = Devices()
+ONE_GPU = Devices(gpus=1, gpu_compute_capability=(7, 5))
+FOUR_GPUS = Devices(gpus=4, gpu_compute_capability=(8, 0))
+OLD_GPUS = Devices(gpus=2, gpu_compute_capability=(6, 0))
+TPU = Devices(tpu="local", tpu_cores=8)
+
+
+def tf_config(cluster: dict, kind: str, index: int = 0) -> dict[str, str]:
+    return {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})}
+
+
+TWO_WORKERS = {"worker": ["localhost:2222", "localhost:2223"]}
+PS_CLUSTER = {"chief": ["c:1"], "worker": ["w:1", "w:2"], "ps": ["p:1"]}
+
+
+@pytest.mark.parametrize(("env", "devices", "strategy", "replicas", "is_chief", "extra"), [
+    # 1: a TPU resolves
+    ({}, TPU, "tpu", 8, True, {"precision": "mixed_bfloat16"}),
+    # 3: ps tasks -> ParameterServer; the chief coordinates, workers and ps serve
+    (tf_config(PS_CLUSTER, "chief"), CPU, "parameter_server", 2, True, {"role": "train", "shard_policy": "data"}),
+    (tf_config(PS_CLUSTER, "worker", 1), CPU, "parameter_server", 2, False, {"role": "serve"}),
+    (tf_config(PS_CLUSTER, "ps"), CPU, "parameter_server", 2, False, {"role": "serve"}),
+    # 4: two or more chief/worker tasks -> MultiWorkerMirrored
+    (tf_config(TWO_WORKERS, "worker", 0), CPU, "multi_worker_mirrored", 2, True, {"communication": "ring"}),
+    (tf_config(TWO_WORKERS, "worker", 1), CPU, "multi_worker_mirrored", 2, False, {}),
+    (tf_config(TWO_WORKERS, "worker", 1), FOUR_GPUS, "multi_worker_mirrored", 8, False,
+     {"communication": "nccl", "global_batch_size": 64 * 8}),
+    # 5-7: one task
+    ({}, FOUR_GPUS, "mirrored", 4, True, {"communication": "nccl", "precision": "mixed_float16",
+                                         "global_batch_size": 256}),
+    ({}, OLD_GPUS, "mirrored", 2, True, {"precision": "float32"}),
+    ({}, ONE_GPU, "one_device", 1, True, {"device": "/gpu:0", "precision": "mixed_float16"}),
+    ({}, CPU, "default", 1, True, {"precision": "float32", "shard_policy": "off", "global_batch_size": 64}),
+])
+def test_decision_table(env, devices, strategy, replicas, is_chief, extra):
+    result = plan(env, devices, batch_size=64, train_files=1)
+    assert result.strategy == strategy
+    assert result.replicas == replicas
+    assert result.is_chief is is_chief
+    assert result.reason
+    for key, value in extra.items():
+        assert getattr(result, key) == value, key
+
+
+def test_explicit_strategy_wins_when_it_can_work():
+    assert plan({}, FOUR_GPUS, strategy="one_device").strategy == "one_device"
+    assert plan({}, FOUR_GPUS, strategy="central_storage").replicas == 4
+    assert plan({}, Devices(cpu_devices=2), strategy="mirrored").replicas == 2
+    assert plan({}, CPU, strategy="multi_worker_mirrored").replicas == 1
+
+
+@pytest.mark.parametrize(("env", "devices", "strategy", "needle"), [
+    ({}, CPU, "mirrored", "mirrored needs two or more devices"),
+    ({}, CPU, "tpu", "no TPU resolves here"),
+    ({}, FOUR_GPUS, "parameter_server", "has no ps tasks"),
+    (tf_config(TWO_WORKERS, "worker"), CPU, "one_device", "single-machine strategy"),
+    (tf_config(TWO_WORKERS, "worker"), FOUR_GPUS, "mirrored", "use multi_worker_mirrored"),
+    (tf_config(PS_CLUSTER, "chief"), CPU, "multi_worker_mirrored", "has ps tasks"),
+])
+def test_refusals(env, devices, strategy, needle):
+    with pytest.raises(PlanError, match=needle):
+        plan(env, devices, strategy=strategy)
+
+
+def test_precision_and_collectives_can_be_forced():
+    result = plan({}, CPU, mixed_precision="mixed_bfloat16", all_reduce="ring")
+    assert (result.precision, result.communication) == ("mixed_bfloat16", "ring")
+    assert plan({}, FOUR_GPUS, mixed_precision="off").precision == "float32"
+
+
+def test_shard_policy_follows_the_file_count():
+    env = tf_config(TWO_WORKERS, "worker")
+    assert plan(env, CPU, train_files=2).shard_policy == "file"
+    assert plan(env, CPU, train_files=1).shard_policy == "data"
+
+
+def test_master_is_renamed_chief():
+    env = tf_config({"master": ["m:1"], "worker": ["w:1"]}, "master")
+    result = plan(env, CPU)
+    assert result.task == {"type": "chief", "index": 0} and result.is_chief
+    assert result.cluster == {"cluster": {"chief": ["m:1"], "worker": ["w:1"]}, "task": {"type": "chief", "index": 0}}
+
+
+# A Vertex custom job with 4 pools: chief, 2 workers, 1 ps, 1 evaluator.
+VERTEX = {"workerpool0": ["cmle-training-workerpool0-ab-0:2222"],
+          "workerpool1": ["cmle-training-workerpool1-ab-0:2222", "cmle-training-workerpool1-ab-1:2222"],
+          "workerpool2": ["cmle-training-workerpool2-ab-0:2222"],
+          "workerpool3": ["cmle-training-workerpool3-ab-0:2222"]}
+TRAINING_CLUSTER = {"chief": VERTEX["workerpool0"], "worker": VERTEX["workerpool1"], "ps": VERTEX["workerpool2"]}
+
+
+@pytest.mark.parametrize(("pool", "index", "kind"), [("workerpool0", 0, "chief"), ("workerpool1", 0, "worker"),
+                                                     ("workerpool1", 1, "worker"), ("workerpool2", 0, "ps"),
+                                                     ("workerpool3", 0, "evaluator")])
+def test_vertex_cluster_spec_becomes_tf_config(pool, index, kind):
+    env = {"CLUSTER_SPEC": json.dumps({"cluster": VERTEX, "environment": "cloud",
+                                       "task": {"type": pool, "index": index}, "job": "{}"})}
+    result = plan(env, CPU)
+    assert result.cluster == {"cluster": TRAINING_CLUSTER, "task": {"type": kind, "index": index}}
+    if kind == "evaluator":
+        assert (result.role, result.strategy, result.is_chief) == ("evaluate", "default", False)
+    else:
+        assert result.strategy == "parameter_server"
+        assert result.is_chief is (kind == "chief")
+        assert result.replicas == 2
+
+
+def test_tf_config_wins_over_cluster_spec():
+    env = {**tf_config(TWO_WORKERS, "worker", 1), "CLUSTER_SPEC": json.dumps({"cluster": VERTEX, "task": {
+        "type": "workerpool0", "index": 0}})}
+    assert from_environment(env).task_type == "worker"
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"TF_CONFIG": "{not json"}, "not valid JSON"),
+    (tf_config(TWO_WORKERS, "worker", 5), "not in the cluster"),
+    (tf_config({"chief": ["a", "b"]}, "chief"), "at most one"),
+    (tf_config({"trainer": ["a"]}, "trainer"), "unknown task types"),
+    ({"CLUSTER_SPEC": json.dumps({"cluster": {"workerpool9": ["a"]}, "task": {"type": "workerpool9"}})},
+     "unknown worker pool"),
+])
+def test_bad_cluster_descriptions(env, needle):
+    with pytest.raises(ClusterError, match=needle):
+        from_environment(env)
+
+
+def test_plan_json_has_the_spec_shape():
+    data = plan({}, CPU).to_json()
+    assert {"strategy", "replicas", "is_chief", "task", "global_batch_size", "shard_policy", "precision",
+            "devices", "reason"} <= set(data)
+    json.dumps(data)

@@ -1,0 +1,103 @@
+"""Who this process is in a training cluster: TF_CONFIG, or Vertex's CLUSTER_SPEC translated to it.
+
+Pure functions of the environment, so every case is testable without a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Vertex AI worker pools -> TensorFlow task types
+VERTEX_POOLS = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
+
+
+class ClusterError(ValueError):
+    """TF_CONFIG or CLUSTER_SPEC cannot be understood; says which and why."""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The normalised cluster (task type -> addresses, evaluator left out) and this task."""
+
+    spec: dict[str, list[str]] = field(default_factory=dict)
+    task_type: str | None = None
+    task_index: int = 0
+
+    @property
+    def training_tasks(self) -> int:
+        """Chief plus workers: the processes that hold replicas."""
+        return len(self.spec.get("chief", [])) + len(self.spec.get("worker", []))
+
+    @property
+    def parameter_servers(self) -> int:
+        return len(self.spec.get("ps", []))
+
+    @property
+    def is_chief(self) -> bool:
+        if self.task_type is None:
+            return True
+        if "chief" in self.spec:
+            return self.task_type == "chief"
+        return self.task_type == "worker" and self.task_index == 0
+
+    def tf_config(self) -> dict[str, Any] | None:
+        """The TF_CONFIG this task must see (None outside a cluster)."""
+        if self.task_type is None:
+            return None
+        return {"cluster": self.spec, "task": {"type": self.task_type, "index": self.task_index}}
+
+
+def from_environment(env: Mapping[str, str]) -> Cluster:
+    """TF_CONFIG if set, else Vertex's CLUSTER_SPEC, else no cluster; 'master' becomes 'chief'."""
+    if env.get("TF_CONFIG"):
+        config = _parse(env["TF_CONFIG"], "TF_CONFIG")
+        cluster = {_rename(kind): list(addresses) for kind, addresses in (config.get("cluster") or {}).items()}
+        task = config.get("task") or {}
+        kind = _rename(task.get("type")) if task.get("type") else None
+        return _checked(cluster, kind, int(task.get("index", 0)), "TF_CONFIG")
+    if env.get("CLUSTER_SPEC"):
+        config = _parse(env["CLUSTER_SPEC"], "CLUSTER_SPEC")
+        cluster: dict[str, list[str]] = {}
+        for pool, addresses in (config.get("cluster") or {}).items():
+            if pool not in VERTEX_POOLS:
+                raise ClusterError(f"CLUSTER_SPEC has an unknown worker pool {pool!r}; "
+                                   f"expected {', '.join(VERTEX_POOLS)}")
+            cluster[VERTEX_POOLS[pool]] = list(addresses)
+        task = config.get("task") or {}
+        pool = task.get("type")
+        if pool not in VERTEX_POOLS:
+            raise ClusterError(f"CLUSTER_SPEC task type {pool!r} is not a Vertex worker pool")
+        return _checked(cluster, VERTEX_POOLS[pool], int(task.get("index", 0)), "CLUSTER_SPEC")
+    return Cluster()
+
+
+def _parse(text: str, name: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterError(f"{name} is not valid JSON: {exc.msg}") from None
+    if not isinstance(value, dict):
+        raise ClusterError(f"{name} must be a JSON object")
+    return value
+
+
+def _rename(kind: str | None) -> str:
+    return "chief" if kind == "master" else str(kind)
+
+
+def _checked(cluster: dict[str, list[str]], kind: str | None, index: int, source: str) -> Cluster:
+    cluster.pop("evaluator", None)  # the evaluator is never part of the training cluster
+    known = {"chief", "worker", "ps"}
+    unknown = set(cluster) - known
+    if unknown:
+        raise ClusterError(f"{source} has unknown task types {sorted(unknown)}; expected chief, worker, ps, evaluator")
+    if len(cluster.get("chief", [])) > 1:
+        raise ClusterError(f"{source} has {len(cluster['chief'])} chiefs; a cluster has at most one")
+    if kind not in (None, "evaluator") and (kind not in cluster or not 0 <= index < len(cluster[kind])):
+        raise ClusterError(f"{source}: task {kind}:{index} is not in the cluster {cluster}")
+    if not cluster:
+        return Cluster(task_type=kind if kind == "evaluator" else None, task_index=index)
+    return Cluster({k: cluster[k] for k in ("chief", "worker", "ps") if k in cluster}, kind, index)
