@@ -1,5 +1,5 @@
 """Spec -> tfx Pipeline: tfxd's ExampleGen, StatisticsGen, SchemaGen (or ImportSchemaGen),
-ExampleValidator and Transform. (Trainer, Evaluator and Pusher are not built yet.)"""
+ExampleValidator, Transform and Trainer. (Evaluator and Pusher are not built yet.)"""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pipeline.example_gen_config import example_gen_config
 from pipeline.load import LoadedSpec
 
 # The components `tfxd run` can build today, in pipeline order.
-BUILT = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform")
+BUILT = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer")
 
 
 def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
@@ -18,6 +18,22 @@ def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
     spec = loaded.spec
     return {"features": [feature.model_dump(mode="json") for feature in spec.features],
             "label": spec.label.model_dump(mode="json")}
+
+
+def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[str, Any]:
+    """What run_fn reads: the resolved spec, the local cluster, and the columns only the label reads."""
+    from components.trainer.executor import LOCAL_CLUSTER_KEY
+    from pipeline import expressions
+    from trainer_module.run_fn import LABEL_ONLY_KEY, SPEC_KEY
+
+    spec = loaded.spec
+    feature_columns = set()
+    for feature in spec.features:
+        feature_columns |= set(expressions.columns(feature.expr)) if feature.expr else {feature.name}
+    label_columns = set(expressions.columns(spec.label.expr)) if spec.label.expr else {spec.label.column}
+    label_only = sorted(c for c in label_columns - feature_columns if c) if spec.features else []
+    return {SPEC_KEY: spec.model_dump(mode="json", by_alias=True), LOCAL_CLUSTER_KEY: cluster,
+            LABEL_ONLY_KEY: label_only}
 
 
 def columns_read(loaded: LoadedSpec) -> list[str]:
@@ -70,7 +86,17 @@ def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
     transform = Transform(examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
                           preprocessing_fn=user_fn or PREPROCESSING_FN, custom_config=transform_config(loaded))
-    built = [example_gen, statistics, schema_gen, validator, transform]
+    from tfx.proto import trainer_pb2
+
+    from components.trainer.component import RUN_FN, Trainer
+
+    local = spec.targets.local.trainer
+    trainer = Trainer(examples=transform.outputs["transformed_examples"],
+                      transform_graph=transform.outputs["transform_graph"], schema=schema_gen.outputs["schema"],
+                      run_fn=RUN_FN, train_args=trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0),
+                      eval_args=trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps),
+                      custom_config=trainer_config(loaded, local.model_dump()))
+    built = [example_gen, statistics, schema_gen, validator, transform, trainer]
     for name, component in zip(BUILT, built, strict=True):
         component.with_id(name)
     if to is None:

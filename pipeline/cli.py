@@ -113,7 +113,7 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
         sys.exit(2)
     loaded = load_spec(spec, sets, target="local")
     if to is None:
-        console.warn(f"Trainer, Evaluator and Pusher are not built yet: this run ends at {BUILT[-1]}")
+        console.warn(f"Evaluator and Pusher are not built yet: this run ends at {BUILT[-1]}")
     from pipeline import local_run
     from pipeline.summary import show
 
@@ -123,6 +123,41 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
         console.error(str(exc))
         sys.exit(1)
     show(summary)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False), required=False)
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@_set_option
+@_fails_well
+def plan(spec: str | None, as_json: bool, sets: tuple[str, ...]) -> None:
+    """The hardware found here and the distribution strategy it gets (SPEC's training section, if given)."""
+    import json
+
+    from pipeline import console
+    from pipeline.load import load_spec
+    from pipeline.spec import Training
+
+    training = load_spec(spec, sets).spec.training if spec else Training()
+    from trainer_module.planner import PlanError
+    from trainer_module.run_fn import make_plan
+
+    try:
+        result, _ = make_plan({"training": training.model_dump(mode="json")}, None)
+    except PlanError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    if as_json:
+        console.raw(json.dumps(result.to_json(), indent=2))
+        return
+    data = result.to_json()
+    console.info(f"strategy: {data['strategy']} ({data['reason']})")
+    console.info(f"replicas: {data['replicas']}, global batch {data['global_batch_size']}, "
+                 f"precision {data['precision']}, shard policy {data['shard_policy']}")
+    console.info(f"task: {data['task']['type'] or 'single process'} {data['task']['index']}, "
+                 f"chief: {data['is_chief']}")
+    console.info(f"devices: {data['devices']['gpus']} GPU(s), {data['devices']['cpu_devices']} CPU device(s), "
+                 f"TPU: {data['devices']['tpu'] or 'none'}")
 
 
 @cli.command()

@@ -120,6 +120,9 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
     progress = _Progress()
     _route_logs(paths, verbose, progress)
     console.step(f"run {paths.run_id} of {loaded.spec.name}; log: {paths.log}")
+    from components.trainer.local_cluster import LOG_DIR_ENV
+
+    os.environ[LOG_DIR_ENV] = os.path.dirname(paths.log)
 
     started = time.time()
     failure: BaseException | None = None
@@ -163,16 +166,18 @@ def _reason(exc: BaseException | None) -> str:
 
 
 def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:
-    from pipeline.run_records import component_runs, examples_report
+    from pipeline.run_records import component_runs, examples_report, training_report
 
-    components = component_runs(paths.root, loaded.spec.name, [c.id for c in tfx.components], started)
+    names = [c.id for c in tfx.components]
+    components = component_runs(paths.root, loaded.spec.name, names, started)
+    training = training_report(paths.root, loaded.spec.name) if "Trainer" in names else {}
     return {
         "pipeline": loaded.spec.name,
         "run_id": paths.run_id,
         "components": components,
         "examples": examples_report(paths.root, loaded.spec.name),
-        "strategy": None,
-        "metrics": {},
+        "strategy": training.get("plan"),
+        "metrics": training.get("metrics", {}),
         "blessed": False,
         "pushed_to": None,
     }

@@ -63,3 +63,26 @@ def examples_report(root: str, pipeline: str) -> dict[str, Any]:
     bad = json.loads(newest.custom_properties[BAD_RECORDS_PROPERTY].string_value or "{}")
     return {"splits": json.loads(newest.custom_properties[SPLIT_COUNTS_PROPERTY].string_value),
             "bad_records": bad, "bad_records_total": sum(bad.values()), "uri": newest.uri}
+
+
+def training_report(root: str, pipeline: str) -> dict[str, Any]:
+    """The plan and final metrics the Trainer wrote next to its model in this run (cached runs included)."""
+    import os
+
+    store = _store(root)
+    context = store.get_context_by_type_and_name("node", f"{pipeline}.Trainer")
+    if context is None:
+        return {}
+    models = [a for a in store.get_artifacts_by_context(context.id) if a.type_id == _type_id(store, "Model")]
+    if not models:
+        return {}
+    newest = max(models, key=lambda a: (a.create_time_since_epoch, a.id))
+    path = os.path.join(newest.uri, "tfxd_training.json")
+    if not os.path.exists(path):
+        return {}
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def _type_id(store, name: str) -> int:
+    return store.get_artifact_type(name).id

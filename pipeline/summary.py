@@ -24,3 +24,9 @@ def show(summary: dict[str, Any]) -> None:
     if examples.get("bad_records"):
         reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
         console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
+    plan = summary.get("strategy")
+    if plan:
+        console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "
+                     f"{plan['global_batch_size']}, {plan['precision']} ({plan['reason']})")
+    if summary.get("metrics"):
+        console.info("metrics: " + "  ".join(f"{k} {v:.4f}" for k, v in summary["metrics"].items()))

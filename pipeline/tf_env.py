@@ -9,15 +9,18 @@ the variables.
 from __future__ import annotations
 
 import os
+import warnings
 
 
 def configure(verbose: bool = False) -> None:
-    """Select legacy Keras and, unless verbose, quiet TensorFlow's C++ logging."""
+    """Select legacy Keras and, unless verbose, quiet TensorFlow's C++ logging (errors surface as
+    Python exceptions anyway) and the Python-version nags of Google's client libraries."""
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
     if verbose:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
-    else:
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        return
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
 
 
 configure(verbose=os.environ.get("TFXD_VERBOSE") == "1")

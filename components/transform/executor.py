@@ -27,12 +27,24 @@ def _without_deep_copy():
         Context.get_use_deep_copy_optimization = original
 
 
+def _carry_split_counts(input_dict, output_dict) -> None:
+    """Transformed examples are the examples one for one: they carry ExampleGen's split counts on."""
+    from components.example_gen.executor import SPLIT_COUNTS_PROPERTY
+
+    source = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
+    counts = source.get_string_custom_property(SPLIT_COUNTS_PROPERTY)
+    for target in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
+        if counts:
+            target.set_string_custom_property(SPLIT_COUNTS_PROPERTY, counts)
+
+
 class Executor(tfx_transform.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         import tensorflow_transform as tft
 
         with _without_deep_copy():
             super().Do(input_dict, output_dict, exec_properties)
+        _carry_split_counts(input_dict, output_dict)
         graph_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
         config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
         feature_info.write(graph_dir, feature_info.describe(tft.TFTransformOutput(graph_dir), config))

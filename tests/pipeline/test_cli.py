@@ -103,7 +103,7 @@ def test_package_import_selects_legacy_keras():
     result = _fresh("import os\nos.environ.pop('TF_USE_LEGACY_KERAS', None)\nimport components\n"
                     "print(os.environ['TF_USE_LEGACY_KERAS'], os.environ['TF_CPP_MIN_LOG_LEVEL'])")
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["1", "2"]
+    assert result.stdout.split() == ["1", "3"]
 
 
 def test_console_script_validates(project):

@@ -1,0 +1,16 @@
+"""tfxd's Trainer component: TFX's Trainer interface with tfxd's executor and run_fn."""
+
+from __future__ import annotations
+
+from tfx.components.trainer.component import Trainer as TfxTrainer
+from tfx.dsl.components.base import executor_spec
+
+from components.trainer import executor
+
+RUN_FN = "trainer_module.run_fn.run_fn"
+
+
+class Trainer(TfxTrainer):
+    """Trains the spec's model with the strategy the planner picks where it runs."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

@@ -1,0 +1,74 @@
+"""Trainer executor: TFX's GenericExecutor calling tfxd's run_fn, with what TFX leaves to the user.
+
+- Facts run_fn needs that TFX does not pass (the train split's size, a backup dir that survives a
+  restart) go into its custom_config.
+- Only the chief writes serving_model_dir: a non-chief replica that leaves no model is fine.
+- ``local_cluster`` (targets.local.trainer with workers > 1 or parameter servers) runs the training as
+  localhost processes with their own TF_CONFIG (see local_cluster.py).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from tfx.components.trainer.executor import GenericExecutor
+from tfx.components.util import udf_utils
+from tfx.dsl.io import fileio
+from tfx.types import artifact_utils, standard_component_specs
+
+from components.example_gen.executor import SPLIT_COUNTS_PROPERTY
+from components.trainer import local_cluster
+from trainer_module.run_fn import BACKUP_DIR_KEY, TRAIN_EXAMPLES_KEY
+
+LOCAL_CLUSTER_KEY = "local_cluster"
+
+
+def _backup_dir(input_dict, output_dict, exec_properties) -> str:
+    """Where BackupAndRestore keeps its checkpoints: the same folder for a retry of the same training
+    (same inputs, same config), so a Trainer that was killed resumes from its last epoch. TFX's stateful
+    working dir is new for every execution, so it cannot serve here."""
+    import hashlib
+
+    inputs = sorted(artifact.uri for artifacts in input_dict.values() for artifact in artifacts)
+    key = json.dumps([inputs, exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)], sort_keys=True)
+    model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
+    node_dir = os.path.dirname(os.path.dirname(model_uri.rstrip("/")))
+    return os.path.join(node_dir, ".backup", hashlib.sha256(key.encode()).hexdigest()[:16])
+
+
+class Executor(GenericExecutor):
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
+        cluster = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY]).get(LOCAL_CLUSTER_KEY)
+        if cluster and (cluster["workers"] > 1 or cluster["parameter_servers"] > 0):
+            local_cluster.train(input_dict, output_dict, exec_properties, cluster, self._log_dir())
+            self._check_model(output_dict)
+            return
+        self.train(input_dict, output_dict, exec_properties)
+
+    def train(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
+        """Run run_fn in this process; the chief must leave a model."""
+        fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
+        result = udf_utils.get_fn(exec_properties, "run_fn")(fn_args) or {}
+        if result.get("plan", {}).get("is_chief", True) and result.get("plan", {}).get("role") != "serve":
+            self._check_model(output_dict)
+        return result
+
+    def _check_model(self, output_dict) -> None:
+        model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
+        if not fileio.exists(os.path.join(model_uri, "Format-Serving")):
+            raise RuntimeError("the chief finished training without writing the serving model")
+
+    def _with_run_facts(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
+        config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
+        examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
+        counts = examples.get_string_custom_property(SPLIT_COUNTS_PROPERTY)
+        if counts:
+            config[TRAIN_EXAMPLES_KEY] = json.loads(counts).get("train")
+        config[BACKUP_DIR_KEY] = _backup_dir(input_dict, output_dict, exec_properties)
+        return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
+
+    def _log_dir(self) -> str:
+        return os.environ.get(local_cluster.LOG_DIR_ENV) or os.path.join(self._get_tmp_dir(), "worker-logs")

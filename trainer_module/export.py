@@ -1,0 +1,56 @@
+"""Export: a serving signature on serialized raw tf.Examples (the transform graph applied inside) and
+a `transform_features` signature for the Evaluator. Every worker takes part in saving; only the
+chief writes the real directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from typing import Any
+
+
+def _signatures(model, tf_transform_output, label: str, label_only: list[str]) -> dict[str, Any]:
+    import tensorflow as tf
+
+    model.tft_layer = tf_transform_output.transform_features_layer()
+    raw_spec = tf_transform_output.raw_feature_spec()
+    # a serving request carries no label, so the columns only the label reads are not parsed
+    serving_spec = {k: v for k, v in raw_spec.items() if k not in label_only}
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def serve(serialized):
+        features = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
+        features.pop(label, None)
+        return {"outputs": model(features)}
+
+    @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
+    def transform_features(serialized):
+        return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
+
+    return {"serving_default": serve.get_concrete_function(),
+            "transform_features": transform_features.get_concrete_function()}
+
+
+def save(model, tf_transform_output, label: str, label_only: list[str], serving_model_dir: str,
+         is_chief: bool) -> None:
+    signatures = _signatures(model, tf_transform_output, label, label_only)
+    if is_chief:
+        model.save(serving_model_dir, save_format="tf", signatures=signatures)
+        return
+    scratch = tempfile.mkdtemp(prefix="tfxd-worker-model-")
+    try:
+        model.save(scratch, save_format="tf", signatures=signatures)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def write_report(serving_model_dir: str, content: dict[str, Any]) -> str:
+    """The plan and the final metrics, next to the model (the model artifact's folder)."""
+    from tfx.dsl.io import fileio
+
+    path = os.path.join(os.path.dirname(serving_model_dir.rstrip("/")), "tfxd_training.json")
+    with fileio.open(path, "w") as handle:
+        handle.write(json.dumps(content, indent=2, sort_keys=True, default=str))
+    return path

@@ -1,0 +1,210 @@
+"""Keras models built from the spec and the feature kinds Transform recorded (feature_info).
+
+Floats become numeric inputs; integer ids become one-hots (wide parts, small
+cardinalities) or embeddings (deep parts, large cardinalities); the output layer
+follows the task and stays float32 under mixed precision.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+EMBEDDING_FROM = 32  # ids with more distinct values than this get an embedding in deep parts
+
+
+def import_object(dotted: str) -> Any:
+    """'package.module:name' -> the object."""
+    module, _, name = dotted.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def build(spec: dict[str, Any], info: dict[str, Any]):
+    """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info."""
+    import tensorflow as tf
+
+    model_spec, label = spec["model"], info["label"]
+    if model_spec["type"] == "custom":
+        model = import_object(model_spec["builder"])(spec, info)
+        if getattr(model, "optimizer", None) is not None:
+            return model
+    else:
+        inputs = _inputs(info["features"])
+        body = {"dnn": _dnn, "wide_deep": _wide_deep, "linear": _linear, "cnn": _cnn}[model_spec["type"]]
+        hidden = body(inputs, info["features"], model_spec)
+        model = tf.keras.Model(inputs, _output(hidden, label))
+    model.compile(optimizer=_optimizer(model_spec["optimizer"]), loss=_loss(label["task"]),
+                  metrics=[metric(name, label["task"]) for name in model_spec["metrics"]])
+    return model
+
+
+def _inputs(features: dict[str, Any]) -> dict[str, Any]:
+    import tensorflow as tf
+
+    inputs = {}
+    for name, feature in features.items():
+        if feature["kind"] == "string":
+            continue  # strings reach the model only through vocabulary or hash ids
+        shape = tuple(feature["shape"]) or (1,)
+        dtype = tf.int64 if feature["kind"] == "id" else tf.float32
+        inputs[name] = tf.keras.Input(shape=shape, name=name, dtype=dtype)
+    if not inputs:
+        raise ValueError("the model has no inputs: every transformed feature is a string; use vocabulary or hash")
+    return inputs
+
+
+def _floats(inputs, features) -> list[Any]:
+    import tensorflow as tf
+
+    return [tf.keras.layers.Flatten()(inputs[n]) for n, f in features.items() if n in inputs and f["kind"] == "float"]
+
+
+def _one_hots(inputs, features) -> list[Any]:
+    import tensorflow as tf
+
+    layers = []
+    for name, feature in features.items():
+        if name in inputs and feature["kind"] == "id":
+            size = feature["cardinality"]
+            if size is None:
+                layers.append(tf.keras.layers.Flatten()(tf.cast(inputs[name], tf.float32)))
+            else:
+                layers.append(tf.keras.layers.CategoryEncoding(num_tokens=size, output_mode="one_hot")(
+                    tf.keras.layers.Reshape((1,))(inputs[name])))
+    return layers
+
+
+def _embeddings(inputs, features) -> list[Any]:
+    import tensorflow as tf
+
+    layers = []
+    for name, feature in features.items():
+        size = feature.get("cardinality")
+        if name in inputs and feature["kind"] == "id" and size:
+            if size > EMBEDDING_FROM:
+                width = min(32, max(4, int(round(size ** 0.25 * 4))))
+                layers.append(tf.keras.layers.Flatten()(tf.keras.layers.Embedding(size, width)(inputs[name])))
+            else:
+                layers.append(tf.keras.layers.CategoryEncoding(num_tokens=size, output_mode="one_hot")(
+                    tf.keras.layers.Reshape((1,))(inputs[name])))
+    return layers
+
+
+def _concat(layers: list[Any]):
+    import tensorflow as tf
+
+    return layers[0] if len(layers) == 1 else tf.keras.layers.concatenate(layers)
+
+
+def _stack(x, units: list[int], dropout: float):
+    import tensorflow as tf
+
+    for width in units:
+        x = tf.keras.layers.Dense(width, activation="relu")(x)
+        if dropout:
+            x = tf.keras.layers.Dropout(dropout)(x)
+    return x
+
+
+def _dnn(inputs, features, spec):
+    return _stack(_concat(_floats(inputs, features) + _embeddings(inputs, features)), spec["hidden_units"],
+                  spec["dropout"])
+
+
+def _wide_deep(inputs, features, spec):
+    import tensorflow as tf
+
+    floats = _floats(inputs, features)
+    deep_parts = floats or _embeddings(inputs, features)
+    wide_parts = _one_hots(inputs, features) if floats else []
+    deep = _stack(_concat(deep_parts), spec["hidden_units"], spec["dropout"])
+    return tf.keras.layers.concatenate([deep, *wide_parts]) if wide_parts else deep
+
+
+def _linear(inputs, features, spec):
+    return _concat(_floats(inputs, features) + _one_hots(inputs, features))
+
+
+def _cnn(inputs, features, spec):
+    import tensorflow as tf
+
+    cnn = spec["cnn"]
+    x = tf.keras.layers.Reshape(tuple(cnn["image"]["shape"]))(tf.cast(inputs[cnn["image"]["feature"]], tf.float32))
+    for filters in cnn["filters"]:
+        x = tf.keras.layers.Conv2D(filters, cnn["kernel"], activation="relu", padding="same")(x)
+        x = tf.keras.layers.MaxPooling2D()(x)
+    x = tf.keras.layers.Flatten()(x)
+    image = cnn["image"]["feature"]
+    others = _floats(inputs, {n: f for n, f in features.items() if n != image})
+    x = _concat([x, *others]) if others else x
+    return _stack(x, cnn["dense"], spec["dropout"])
+
+
+def _output(x, label):
+    import tensorflow as tf
+
+    if label["task"] == "binary":
+        return tf.keras.layers.Dense(1, activation="sigmoid", dtype="float32", name="output")(x)
+    if label["task"] == "multiclass":
+        return tf.keras.layers.Dense(label["num_classes"], activation="softmax", dtype="float32", name="output")(x)
+    return tf.keras.layers.Dense(1, dtype="float32", name="output")(x)
+
+
+def _loss(task: str):
+    import tensorflow as tf
+
+    return {"binary": tf.keras.losses.BinaryCrossentropy(), "multiclass": tf.keras.losses.SparseCategoricalCrossentropy(),
+            "regression": tf.keras.losses.MeanSquaredError()}[task]
+
+
+def _optimizer(spec: Any):
+    import tensorflow as tf
+
+    name, rate = (spec, None) if isinstance(spec, str) else (spec["name"], spec.get("learning_rate"))
+    optimizer = tf.keras.optimizers.get(name)
+    if rate is not None:
+        optimizer.learning_rate = rate
+    return optimizer
+
+
+# spec metric name -> a Keras metric factory (per task where the right class depends on it)
+KERAS_METRICS: dict[str, Any] = {
+    "accuracy": lambda task: "binary_accuracy" if task == "binary" else "sparse_categorical_accuracy",
+    "binary_accuracy": lambda task: "binary_accuracy",
+    "categorical_accuracy": lambda task: "sparse_categorical_accuracy",
+    "sparse_categorical_accuracy": lambda task: "sparse_categorical_accuracy",
+    "sparse_top_k_categorical_accuracy": lambda task: "sparse_top_k_categorical_accuracy",
+    "auc": lambda task: _keras_metric("AUC", name="auc"),
+    "auc_pr": lambda task: _keras_metric("AUC", curve="PR", name="auc_pr"),
+    "precision": lambda task: _keras_metric("Precision", name="precision"),
+    "recall": lambda task: _keras_metric("Recall", name="recall"),
+    "binary_crossentropy": lambda task: "binary_crossentropy",
+    "sparse_categorical_crossentropy": lambda task: "sparse_categorical_crossentropy",
+    "mean_squared_error": lambda task: "mean_squared_error",
+    "mean_absolute_error": lambda task: "mean_absolute_error",
+    "root_mean_squared_error": lambda task: _keras_metric("RootMeanSquaredError", name="root_mean_squared_error"),
+    "mean_absolute_percentage_error": lambda task: "mean_absolute_percentage_error",
+    "example_count": lambda task: _keras_metric("Sum", name="example_count", transform="count"),
+    "mean_label": lambda task: _keras_metric("Mean", name="mean_label", transform="label"),
+    "mean_prediction": lambda task: _keras_metric("Mean", name="mean_prediction", transform="prediction"),
+}
+
+
+def metric(name: str, task: str):
+    return KERAS_METRICS[name](task)
+
+
+def _keras_metric(class_name: str, transform: str | None = None, **kwargs):
+    import tensorflow as tf
+
+    if transform is None:
+        return getattr(tf.keras.metrics, class_name)(**kwargs)
+    base = getattr(tf.keras.metrics, class_name)
+
+    class _Picked(base):  # a Sum/Mean over the labels, the predictions, or a count of examples
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            value = {"count": tf.ones_like(tf.cast(y_true, tf.float32)), "label": tf.cast(y_true, tf.float32),
+                     "prediction": tf.cast(y_pred, tf.float32)}[transform]
+            return super().update_state(value, sample_weight=sample_weight)
+
+    return _Picked(**kwargs)

@@ -1,0 +1,97 @@
+"""The Trainer's run_fn: everything a TFX user hand-writes, from the spec.
+
+Plan the strategy (before any TF op), build it, read Transform's output, build
+the model in the strategy's scope, fit with the spec's callbacks, export with
+serving and transform_features signatures, and leave the plan and the final
+metrics next to the model. Referenced by dotted path from the pipeline image.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+from absl import logging
+
+from trainer_module import callbacks as callback_builder
+from trainer_module import data, export, models, planner, strategy
+
+SPEC_KEY = "spec"  # the resolved spec, as a dict
+TRAIN_EXAMPLES_KEY = "train_examples"  # from ExampleGen's split counts, for epochs
+BACKUP_DIR_KEY = "backup_dir"
+LABEL_ONLY_KEY = "label_only_columns"
+
+
+def make_plan(spec: dict[str, Any], train_files: int | None) -> tuple[planner.Plan, Any]:
+    """The plan for this process, from its environment and devices (no TF op is run)."""
+    devices, tpu_resolver = strategy.detect_devices(os.environ)
+    training = spec["training"]
+    plan = planner.plan(os.environ, devices, strategy=training["strategy"], batch_size=training["batch_size"],
+                        mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
+                        train_files=train_files)
+    return plan, tpu_resolver
+
+
+def schedule(training: dict[str, Any], train_examples: int | None, global_batch: int) -> tuple[int, int]:
+    """(epochs, steps per epoch): `steps` is spread over up to 10 epochs (a progress line and a validation
+    each); `epochs` walks the train split once per epoch."""
+    if training.get("epochs"):
+        if not train_examples:
+            raise ValueError("training.epochs needs the train split's size, which ExampleGen did not record; "
+                             "use training.steps")
+        return training["epochs"], max(1, math.ceil(train_examples / global_batch))
+    steps = training["steps"]
+    epochs = min(10, steps)
+    return epochs, math.ceil(steps / epochs)
+
+
+def run_fn(fn_args) -> dict[str, Any]:
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    from components.transform import feature_info
+
+    config = fn_args.custom_config
+    spec = config[SPEC_KEY]
+    training = spec["training"]
+    plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
+    if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
+        strategy.export_cluster(plan)
+        server = tf.distribute.Server(tf.train.ClusterSpec(plan.cluster["cluster"]), job_name=plan.task["type"],
+                                      task_index=plan.task["index"], protocol="grpc", start=True)
+        server.join()
+        return {"plan": plan.to_json()}
+    distribution = strategy.build(plan, tpu_resolver)
+    if training.get("seed") is not None:
+        tf.keras.utils.set_random_seed(training["seed"])
+    tf_output = tft.TFTransformOutput(fn_args.transform_output)
+    info = feature_info.read(fn_args.transform_output)
+    label = info["label"]["name"]
+    epochs, steps_per_epoch = schedule(training, config.get(TRAIN_EXAMPLES_KEY), plan.global_batch_size)
+
+    def train_data(context=None):
+        return data.dataset(fn_args.train_files, fn_args.data_accessor, tf_output, label, plan,
+                            training["input"], training.get("seed"))
+
+    eval_data = data.dataset(fn_args.eval_files, fn_args.data_accessor, tf_output, label, plan, training["input"],
+                             training.get("seed"), shuffle=False)
+    with distribution.scope():
+        model = models.build(spec, info)
+    train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
+             else train_data())
+    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(BACKUP_DIR_KEY),
+                                       epochs, plan.is_chief)
+    history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
+                        validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
+    checksum = float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
+    logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
+                 distribution.num_replicas_in_sync, plan.is_chief, checksum)
+    export.save(model, tf_output, label, config.get(LABEL_ONLY_KEY, []), fn_args.serving_model_dir, plan.is_chief)
+    result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
+              "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
+              "history": callbacks[0].history,
+              "metrics": {k: float(v[-1]) for k, v in history.history.items()}}
+    if plan.is_chief:
+        export.write_report(fn_args.serving_model_dir, result)
+    return result
