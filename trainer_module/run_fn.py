@@ -58,8 +58,11 @@ def run_fn(fn_args) -> dict[str, Any]:
     plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
     if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
         strategy.export_cluster(plan)
+        workers = len(plan.cluster["cluster"].get("worker", []))
+        # too few inter-op threads and a ParameterServer cluster hangs (DISTRIBUTED.md)
+        config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
         server = tf.distribute.Server(tf.train.ClusterSpec(plan.cluster["cluster"]), job_name=plan.task["type"],
-                                      task_index=plan.task["index"], protocol="grpc", start=True)
+                                      task_index=plan.task["index"], protocol="grpc", config=config, start=True)
         server.join()
         return {"plan": plan.to_json()}
     distribution = strategy.build(plan, tpu_resolver)

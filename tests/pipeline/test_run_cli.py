@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import BASE_SPEC, write_spec
-from tests.pipeline.test_run_to_transform import tfxd
+from tests.pipeline.test_run_taxi import tfxd
 
 
 def test_a_bad_record_fails_the_run_at_example_gen(project):
@@ -27,9 +27,9 @@ def test_a_bad_record_fails_the_run_at_example_gen(project):
 
 def test_unbuilt_components_are_refused(project):
     spec = write_spec(project, BASE_SPEC)
-    result = tfxd("run", str(spec), "--to", "Trainer", cwd=project)
+    result = tfxd("run", str(spec), "--to", "Evaluator", cwd=project)
     assert result.returncode == 2
-    assert "Trainer is not built yet" in result.stderr
+    assert "Evaluator is not built yet" in result.stderr
     assert not (project / "tfxd-runs").exists()
     result = tfxd("run", str(spec), "--to", "Trianer", cwd=project)
     assert result.returncode == 2 and "is not a component" in result.stderr

@@ -1,4 +1,5 @@
-"""`tfxd run SPEC --to Transform` on the taxi data, end to end, and what Transform produced."""
+"""`tfxd run SPEC --to Trainer` on the taxi data, end to end: what Transform produced, the trained and
+exported model, caching, and the same Trainer as two localhost workers."""
 
 from __future__ import annotations
 
@@ -22,6 +23,10 @@ EXTRA_FEATURES = """
 """
 
 
+RUN_ARGS = ("--to", "Trainer", "--set", "beam.workers=1", "--set", "training.steps=100", "--set",
+            "training.eval_steps=20")
+
+
 def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
     tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
     return subprocess.run([tfxd_bin, *args], capture_output=True, text=True, cwd=cwd, timeout=900)
@@ -29,13 +34,13 @@ def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def taxi_run(tmp_path_factory):
-    """One run of the taxi spec (plus derived features) up to Transform, in-memory Beam."""
+    """One run of the taxi spec (plus derived features) up to Trainer, in-memory Beam, a short training."""
     folder = tmp_path_factory.mktemp("taxi")
     text = (REPO / "examples" / "taxi.yaml").read_text()
     text = text.replace("\nlabel:", EXTRA_FEATURES + "\nlabel:")
     (folder / "taxi.yaml").write_text(text)
     os.symlink(REPO / "examples" / "data", folder / "data")
-    result = tfxd("run", "taxi.yaml", "--to", "Transform", "--set", "beam.workers=1", cwd=folder)
+    result = tfxd("run", "taxi.yaml", *RUN_ARGS, cwd=folder)
     return folder, result
 
 
@@ -65,18 +70,22 @@ def _newest(folder, component, output):
 def test_run_finishes_with_a_summary(taxi_run):
     folder, result = taxi_run
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform"):
+    for name in ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer"):
         assert f"ok {name} (" in result.stdout
+    assert "Trainer epoch 10/10" in result.stdout
     assert "Traceback" not in result.stdout + result.stderr
     summaries = glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json"))
     assert len(summaries) == 1
     summary = json.loads(Path(summaries[0]).read_text())
     assert summary["pipeline"] == "taxi-tips"
     assert [c["name"] for c in summary["components"]] == [
-        "ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform"]
+        "ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer"]
     assert {c["status"] for c in summary["components"]} == {"ran"}
     assert sum(summary["examples"]["splits"].values()) == 15002
     assert os.path.isfile(os.path.join(os.path.dirname(summaries[0]), "logs", "run.log"))
+    assert summary["strategy"]["strategy"] == "default" and summary["strategy"]["replicas"] == 1
+    assert summary["strategy"]["global_batch_size"] == 40
+    assert summary["metrics"]["val_binary_accuracy"] > 0.6
 
 
 @pytest.fixture(scope="module")
@@ -161,8 +170,52 @@ def test_feature_info_for_the_trainer(transformed):
 
 def test_second_run_is_cached(taxi_run):
     folder, _ = taxi_run
-    result = tfxd("run", "taxi.yaml", "--to", "Transform", "--set", "beam.workers=1", cwd=folder)
+    result = tfxd("run", "taxi.yaml", *RUN_ARGS, cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
     summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
     statuses = {c["name"]: c["status"] for c in json.loads(Path(summaries[-1]).read_text())["components"]}
     assert set(statuses.values()) == {"cached"}, statuses
+
+
+def test_serving_signature_takes_raw_examples(transformed, taxi_run):
+    import tensorflow as tf
+
+    folder, _ = taxi_run
+    raw, _, _ = transformed
+    model = tf.saved_model.load(os.path.join(_newest(folder, "Trainer", "model"), "Format-Serving"))
+    serialized = tf.constant([example.SerializeToString() for example in raw[:64]])
+    served = model.signatures["serving_default"](examples=serialized)["outputs"].numpy()
+    features = model.signatures["transform_features"](examples=serialized)
+    features.pop("big_tipper")
+    direct = model({name: tf.reshape(value, [-1, 1]) for name, value in features.items()}).numpy()
+    assert served.shape == (64, 1)
+    np.testing.assert_allclose(served, direct, rtol=1e-5)
+    assert ((served >= 0) & (served <= 1)).all()
+    without_label = []
+    for example in raw[:8]:
+        copy = type(example)()
+        copy.CopyFrom(example)
+        del copy.features.feature["tips"]  # a serving request has no label column
+        without_label.append(copy.SerializeToString())
+    np.testing.assert_allclose(model.signatures["serving_default"](examples=tf.constant(without_label))[
+        "outputs"].numpy(), served[:8], rtol=1e-5)
+
+
+def test_two_local_workers_train_with_multi_worker_mirrored(taxi_run):
+    folder, _ = taxi_run
+    result = tfxd("run", "taxi.yaml", *RUN_ARGS, "--set", "targets.local.trainer.workers=2", cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
+    summary = json.loads(Path(summaries[-1]).read_text())
+    statuses = {c["name"]: c["status"] for c in summary["components"]}
+    assert statuses.pop("Trainer") == "ran" and set(statuses.values()) == {"cached"}
+    assert summary["strategy"]["strategy"] == "multi_worker_mirrored"
+    assert summary["strategy"]["replicas"] == 2 and summary["strategy"]["global_batch_size"] == 80
+    logs = sorted(glob.glob(os.path.join(os.path.dirname(summaries[-1]), "logs", "trainer-worker-*.log")))
+    assert len(logs) == 2
+    lines = [next(line for line in Path(log).read_text().splitlines() if "tfxd trainer:" in line) for log in logs]
+    assert all("strategy=multi_worker_mirrored replicas=2" in line for line in lines)
+    assert "is_chief=True" in lines[0] and "is_chief=False" in lines[1]
+    checksums = {line.split("weights_checksum=")[1] for line in lines}
+    assert len(checksums) == 1  # both replicas end with identical weights
+    assert os.path.isdir(os.path.join(_newest(folder, "Trainer", "model"), "Format-Serving"))

@@ -1,0 +1,172 @@
+"""The strategy adapter for real on CPUs: each case in a fresh interpreter, since a TensorFlow runtime
+can be configured only once per process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from tests.conftest import REPO
+from trainer_module.strategy import resolve_tpu, tpu_address
+
+TINY_MODEL = """
+import numpy as np, tensorflow as tf
+from trainer_module import models
+SPEC = {"model": {"type": "dnn", "hidden_units": [8], "dropout": 0.0, "optimizer": "adam",
+                  "metrics": ["accuracy"]}}
+INFO = {"features": {"x": {"kind": "float", "shape": [], "cardinality": None},
+                     "c": {"kind": "id", "shape": [], "cardinality": 5}},
+        "label": {"name": "y", "task": "binary", "num_classes": None}}
+
+def data(batch):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 1)).astype("float32")
+    c = rng.integers(0, 5, size=(512, 1))
+    y = (x[:, 0] > 0).astype("int64")
+    return tf.data.Dataset.from_tensor_slices(({"x": x, "c": c}, y)).repeat().batch(batch)
+"""
+
+
+def run_fresh(code: str, env: dict[str, str] | None = None, timeout: int = 300) -> dict:
+    """Run the tiny model's setup and ``code`` in a new interpreter; it prints one line 'RESULT {json}'."""
+    full_env = {key: value for key, value in os.environ.items() if key not in ("TF_CONFIG", "CLUSTER_SPEC")}
+    full_env.update({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})})
+    program = "import pipeline.tf_env\n" + TINY_MODEL + textwrap.dedent(code)
+    result = subprocess.run([sys.executable, "-c", program],
+                            capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("RESULT "))
+    return json.loads(line[len("RESULT "):])
+
+
+def test_detection_leaves_the_runtime_unstarted_and_mirrored_runs_on_two_logical_cpus():
+    result = run_fresh("""
+        import json
+        from trainer_module import planner, strategy
+        devices, _ = strategy.detect_devices({})
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        # would raise RuntimeError if detection had started the runtime
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        after, _ = strategy.detect_devices({})
+        auto = planner.plan({}, after, batch_size=16)
+        plan = planner.plan({}, after, strategy="mirrored", batch_size=16)
+        dist = strategy.build(plan)
+        with dist.scope():
+            model = models.build(SPEC, INFO)
+        history = model.fit(data(plan.global_batch_size), steps_per_epoch=5, epochs=2, verbose=0)
+        print("RESULT", json.dumps({"before": devices.cpu_devices, "after": after.cpu_devices, "auto": auto.strategy,
+                                    "replicas": dist.num_replicas_in_sync, "global_batch": plan.global_batch_size,
+                                    "epochs": len(history.history["loss"])}))
+    """)
+    assert result == {"before": 1, "after": 2, "auto": "default", "replicas": 2, "global_batch": 32, "epochs": 2}
+
+
+def test_parameter_server_on_an_in_process_cluster():
+    result = run_fresh("""
+        import json, os, portpicker
+        from trainer_module import planner, strategy
+        ports = [portpicker.pick_unused_port() for _ in range(4)]
+        cluster = {"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"],
+                   "ps": [f"localhost:{ports[3]}"]}
+        spec = tf.train.ClusterSpec(cluster)
+        # in-process workers need enough inter-op threads, or the cluster hangs (DISTRIBUTED.md)
+        config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
+        servers = [tf.distribute.Server(spec, job_name=kind, task_index=index, protocol="grpc", config=config,
+                                        start=True)
+                   for kind, index in (("worker", 0), ("worker", 1), ("ps", 0))]
+        env = {"TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}})}
+        devices, _ = strategy.detect_devices(env)
+        plan = planner.plan(env, devices, batch_size=16)
+        os.environ.update(env)
+        dist = strategy.build(plan)
+        with dist.scope():
+            model = models.build(SPEC, INFO)
+        creator = tf.keras.utils.experimental.DatasetCreator(lambda context: data(plan.global_batch_size))
+        history = model.fit(creator, steps_per_epoch=10, epochs=2, verbose=0)
+        print("RESULT", json.dumps({"strategy": plan.strategy, "replicas": plan.replicas,
+                                    "workers": dist.extended._num_workers if hasattr(dist.extended, "_num_workers")
+                                    else None, "epochs": len(history.history["loss"])}))
+    """, env={"GRPC_FAIL_FAST": "use_caller"}, timeout=180)
+    assert result["strategy"] == "parameter_server"
+    assert result["replicas"] == 2
+    assert result["epochs"] == 2
+
+
+# The TPU path cannot run here (no TPU): these tests cover its seam, the detection that decides
+# whether a TPU resolver is tried, and that a resolver error falls through to the other rules.
+def test_tpu_detection_seam():
+    assert tpu_address({"TPU_NAME": "my-tpu"}) == "my-tpu"
+    assert tpu_address({}, exists=lambda path: path == "/dev/accel0") == "local"
+    assert tpu_address({}, exists=lambda path: False) is None
+
+    class Broken:
+        def __init__(self, tpu):
+            raise ValueError("no TPU here")
+
+    class Found:
+        def __init__(self, tpu):
+            self.tpu = tpu
+
+    assert resolve_tpu("my-tpu", Broken) is None
+    assert resolve_tpu("my-tpu", Found).tpu == "my-tpu"
+    assert resolve_tpu(None, Found) is None
+
+
+@pytest.mark.parametrize("name", ["accuracy", "auc", "mean_label", "example_count", "root_mean_squared_error"])
+def test_every_metric_name_maps_to_keras(name):
+    from pipeline.spec import METRICS
+    from trainer_module.models import KERAS_METRICS, metric
+
+    assert set(KERAS_METRICS) == set(METRICS)
+    task = sorted(METRICS[name])[0]
+    assert metric(name, task) is not None
+
+
+def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
+    result = run_fresh(f"""
+        import json
+        from trainer_module import callbacks
+
+        CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": True,
+                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
+
+        class Interrupt(tf.keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                if epoch == 0:
+                    raise RuntimeError("killed after epoch 1")
+
+        def attempt(extra):
+            model = models.build(SPEC, INFO)
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True)
+            try:
+                model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=built + extra, verbose=0)
+            except RuntimeError:
+                pass
+            return [entry["epoch"] for entry in built[0].history]
+
+        first = attempt([Interrupt()])
+        second = attempt([])
+        print("RESULT", json.dumps({{"first": first, "second": second}}))
+    """)
+    assert result == {"first": [1], "second": [2, 3, 4]}
+
+
+def test_backup_dir_is_stable_for_a_retry_and_new_for_new_work():
+    from tfx.types import standard_artifacts
+
+    from components.trainer.executor import _backup_dir
+
+    def dirs(config: str, examples_uri: str = "/r/Transform/transformed_examples/5"):
+        examples, model = standard_artifacts.Examples(), standard_artifacts.Model()
+        examples.uri, model.uri = examples_uri, "/r/Trainer/model/7"
+        return _backup_dir({"examples": [examples]}, {"model": [model]}, {"custom_config": config})
+
+    assert dirs('{"a": 1}') == dirs('{"a": 1}')
+    assert dirs('{"a": 1}').startswith("/r/Trainer/.backup/")
+    assert dirs('{"a": 2}') != dirs('{"a": 1}')
+    assert dirs('{"a": 1}', "/r/Transform/transformed_examples/9") != dirs('{"a": 1}')
