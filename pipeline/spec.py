@@ -466,6 +466,15 @@ class LocalTarget(Section):
     orchestrator: Literal["local", "beam"] = "local"
     trainer: TrainerCluster = Field(default_factory=TrainerCluster)
 
+    @model_validator(mode="after")
+    def _check(self) -> LocalTarget:
+        problems = Problems()
+        if self.orchestrator == "beam":
+            problems.add(("orchestrator",), "the beam orchestrator (BeamDagRunner) is not built yet in this "
+                         "version of tfxd", "use orchestrator: local")
+        problems.raise_if_any()
+        return self
+
 
 class Schedule(Section):
     cron: str = Field(description="five fields: minute hour day-of-month month day-of-week")

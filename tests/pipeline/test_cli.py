@@ -112,3 +112,20 @@ def test_console_script_validates(project):
                             text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "is valid" in result.stdout
+
+
+def test_plan_prints_the_plan_as_json(project):
+    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    spec = write_spec(project, BASE_SPEC)
+    env = {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC")}
+    result = subprocess.run([tfxd, "plan", str(spec), "--json"], capture_output=True, text=True, timeout=120,
+                            env=env)
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert plan["strategy"] == "default" and plan["replicas"] == 1 and plan["global_batch_size"] == 32
+    assert plan["task"] == {"type": None, "index": 0} and plan["is_chief"] is True
+    assert result.stderr == ""  # TensorFlow's start-up chatter stays quiet
+    refused = subprocess.run([tfxd, "plan", str(spec), "--set", "training.strategy=mirrored"], capture_output=True,
+                             text=True, timeout=120, env=env)
+    assert refused.returncode == 2
+    assert "mirrored needs two or more devices" in refused.stderr

@@ -25,6 +25,8 @@ CASES = [
      "training.callbacks.early_stoping", "did you mean 'early_stopping'?"),
     ("unknown-target-key", BASE_SPEC + "targets:\n  local:\n    orchestrater: beam\n", 21,
      "targets.local.orchestrater", "did you mean 'orchestrator'?"),
+    ("beam-orchestrator-not-built", BASE_SPEC + "targets:\n  local: {orchestrator: beam}\n", 20,
+     "targets.local.orchestrator", "not built yet"),
     ("unknown-target", BASE_SPEC + "targets:\n  vertexai: {}\n", 20, "targets.vertexai", "did you mean 'vertex'?"),
     # wrong types
     ("batch-size-string", edit("batch_size: 32", "batch_size: big"), 17, "training.batch_size",
