@@ -34,17 +34,23 @@ def progress_callback(total_epochs: int, is_chief: bool):
 
 
 def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, total_epochs: int,
-          is_chief: bool) -> list[Any]:
-    """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``."""
+          is_chief: bool, batch_level: bool = True) -> list[Any]:
+    """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
+    ``batch_level`` False (ParameterServer: Keras cannot run batch-level callbacks there) leaves out
+    TerminateOnNaN, saying so in the log."""
     import tensorflow as tf
+    from absl import logging
 
     callbacks: list[Any] = [progress_callback(total_epochs, is_chief)]
     if config["tensorboard"]:
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=model_run_dir, update_freq="epoch"))
     if config["backup_and_restore"] and backup_dir:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir))
-    if config["terminate_on_nan"]:
+    if config["terminate_on_nan"] and batch_level:
         callbacks.append(tf.keras.callbacks.TerminateOnNaN())
+    elif config["terminate_on_nan"]:
+        logging.warning("tfxd: TerminateOnNaN is a batch-level callback, which Keras does not support under "
+                        "ParameterServerStrategy; training runs without it")
     if config["early_stopping"]:
         callbacks.append(tf.keras.callbacks.EarlyStopping(**config["early_stopping"]))
     if config["reduce_lr_on_plateau"]:

@@ -84,7 +84,7 @@ def run_fn(fn_args) -> dict[str, Any]:
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
              else train_data())
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(BACKUP_DIR_KEY),
-                                       epochs, plan.is_chief)
+                                       epochs, plan.is_chief, batch_level=plan.strategy != "parameter_server")
     history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                         validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
     checksum = float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))

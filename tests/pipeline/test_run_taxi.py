@@ -219,3 +219,18 @@ def test_two_local_workers_train_with_multi_worker_mirrored(taxi_run):
     checksums = {line.split("weights_checksum=")[1] for line in lines}
     assert len(checksums) == 1  # both replicas end with identical weights
     assert os.path.isdir(os.path.join(_newest(folder, "Trainer", "model"), "Format-Serving"))
+
+
+def test_local_parameter_server_cluster(taxi_run):
+    folder, _ = taxi_run
+    result = tfxd("run", "taxi.yaml", "--to", "Trainer", "--set", "beam.workers=1", "--set", "training.steps=20",
+                  "--set", "training.eval_steps=5", "--set", "targets.local.trainer.workers=2",
+                  "--set", "targets.local.trainer.parameter_servers=1", cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
+    summary = json.loads(Path(summaries[-1]).read_text())
+    assert summary["strategy"]["strategy"] == "parameter_server" and summary["strategy"]["replicas"] == 2
+    logs = {os.path.basename(p) for p in glob.glob(os.path.join(os.path.dirname(summaries[-1]), "logs", "trainer-*"))}
+    assert logs == {"trainer-chief-0.log", "trainer-worker-0.log", "trainer-worker-1.log", "trainer-ps-0.log"}
+    assert "TerminateOnNaN is a batch-level callback" in Path(os.path.dirname(summaries[-1]), "logs",
+                                                              "trainer-chief-0.log").read_text()
