@@ -170,3 +170,50 @@ def test_backup_dir_is_stable_for_a_retry_and_new_for_new_work():
     assert dirs('{"a": 1}').startswith("/r/Trainer/.backup/")
     assert dirs('{"a": 2}') != dirs('{"a": 1}')
     assert dirs('{"a": 1}', "/r/Transform/transformed_examples/9") != dirs('{"a": 1}')
+
+
+def test_every_model_type_builds_and_fits():
+    result = run_fresh("""
+        import json
+        info = {"features": {"x": {"kind": "float", "shape": [], "cardinality": None},
+                             "z": {"kind": "float", "shape": [], "cardinality": None},
+                             "c": {"kind": "id", "shape": [], "cardinality": 5},
+                             "big": {"kind": "id", "shape": [], "cardinality": 500},
+                             "pixels": {"kind": "float", "shape": [64], "cardinality": None}},
+                "label": {"name": "y", "task": "multiclass", "num_classes": 3}}
+        rng = np.random.default_rng(0)
+        features = {"x": rng.normal(size=(64, 1)).astype("float32"), "z": rng.normal(size=(64, 1)).astype("float32"),
+                    "c": rng.integers(0, 5, size=(64, 1)), "big": rng.integers(0, 500, size=(64, 1)),
+                    "pixels": rng.random(size=(64, 64)).astype("float32")}
+        labels = rng.integers(0, 3, size=(64,))
+        base = {"hidden_units": [8], "dropout": 0.1, "optimizer": {"name": "adam", "learning_rate": 0.01},
+                "metrics": ["accuracy"], "cnn": {"image": {"feature": "pixels", "shape": [8, 8, 1]},
+                                                 "filters": [4, 8], "kernel": 3, "dense": [8]}}
+        shapes = {}
+        for kind in ("dnn", "wide_deep", "linear", "cnn"):
+            model = models.build({"model": {**base, "type": kind}}, info)
+            history = model.fit(features, labels, batch_size=16, epochs=1, verbose=0)
+            shapes[kind] = [list(model.output_shape), round(float(model.optimizer.learning_rate), 4),
+                            sorted(history.history)]
+        binary = {"features": {"x": info["features"]["x"], "z": info["features"]["z"]},
+                  "label": {"name": "y", "task": "binary", "num_classes": None}}
+        custom = models.build({"model": {**base, "type": "custom",
+                                         "builder": "tests.trainer_module.custom_model:build",
+                                         "metrics": ["auc"]}}, binary)
+        custom.fit({"x": features["x"], "z": features["z"]}, labels % 2, epochs=1, verbose=0)
+        shapes["custom"] = [list(custom.output_shape), custom.loss.__class__.__name__]
+        print("RESULT", json.dumps(shapes))
+    """)
+    for kind in ("dnn", "wide_deep", "linear", "cnn"):
+        assert result[kind] == [[None, 3], 0.01, ["loss", "sparse_categorical_accuracy"]], kind
+    assert result["custom"] == [[None, 1], "BinaryCrossentropy"]
+
+
+def test_steps_and_epochs_schedule():
+    from trainer_module.run_fn import schedule
+
+    assert schedule({"steps": 1000, "epochs": None}, None, 40) == (10, 100)
+    assert schedule({"steps": 7, "epochs": None}, None, 40) == (7, 1)
+    assert schedule({"steps": None, "epochs": 3}, 12014, 40) == (3, 301)
+    with pytest.raises(ValueError, match="use training.steps"):
+        schedule({"steps": None, "epochs": 3}, None, 40)
