@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 Opener = Callable[[str], BinaryIO]
-KINDS = ("int", "float", "string")
 
 
 class BadRecordError(ValueError):
