@@ -10,7 +10,7 @@ import os
 import re
 import time
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline import console
@@ -47,15 +47,13 @@ class RunPaths:
         return os.path.join(self.run_dir, "summary.json")
 
 
-@dataclass
 class _Progress(logging.Handler):
     """Turns the local runner's 'Component X is running/finished' log lines into console lines."""
 
-    started: dict[str, float] = field(default_factory=dict)
-    current: str | None = None
-
-    def __post_init__(self) -> None:
-        logging.Handler.__init__(self, logging.INFO)
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.started: dict[str, float] = {}
+        self.current: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
         if record.msg == _RUNNING and record.args:
@@ -66,9 +64,6 @@ class _Progress(logging.Handler):
             name = str(record.args[0])
             console.success(f"{name} ({time.monotonic() - self.started.get(name, time.monotonic()):.1f} s)")
             self.current = None
-
-    def __hash__(self) -> int:  # logging keeps handlers in sets
-        return id(self)
 
 
 def _importable(folder: str) -> None:
