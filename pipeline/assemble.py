@@ -20,34 +20,37 @@ def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
             "label": spec.label.model_dump(mode="json")}
 
 
+def _reads(expr: str | None, column: str | None) -> set[str]:
+    """The data columns a feature or the label reads: its expression's columns, or its own column."""
+    from pipeline import expressions
+
+    return set(expressions.columns(expr)) if expr else {column} if column else set()
+
+
+def _feature_columns(loaded: LoadedSpec) -> set[str]:
+    return set().union(*(_reads(f.expr, f.name) for f in loaded.spec.features))
+
+
+def _label_columns(loaded: LoadedSpec) -> set[str]:
+    return _reads(loaded.spec.label.expr, loaded.spec.label.column)
+
+
 def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[str, Any]:
     """What run_fn reads: the resolved spec, the local cluster, and the columns only the label reads."""
     from components.trainer.executor import LOCAL_CLUSTER_KEY
-    from pipeline import expressions
     from trainer_module.run_fn import LABEL_ONLY_KEY, SPEC_KEY
 
     spec = loaded.spec
-    feature_columns = set()
-    for feature in spec.features:
-        feature_columns |= set(expressions.columns(feature.expr)) if feature.expr else {feature.name}
-    label_columns = set(expressions.columns(spec.label.expr)) if spec.label.expr else {spec.label.column}
-    label_only = sorted(c for c in label_columns - feature_columns if c) if spec.features else []
+    label_only = sorted(_label_columns(loaded) - _feature_columns(loaded)) if spec.features else []
     return {SPEC_KEY: spec.model_dump(mode="json", by_alias=True), LOCAL_CLUSTER_KEY: cluster,
             LABEL_ONLY_KEY: label_only}
 
 
 def columns_read(loaded: LoadedSpec) -> list[str]:
     """The data columns the spec's features and label read ([] with a user preprocessing_fn: unknown)."""
-    from pipeline import expressions
-
-    spec = loaded.spec
-    if spec.preprocessing_fn:
+    if loaded.spec.preprocessing_fn:
         return []
-    columns: list[str] = []
-    sources = [(f.expr, f.name) for f in spec.features] + [(spec.label.expr, spec.label.column)]
-    for expr, column in sources:
-        columns += expressions.columns(expr) if expr else [column or ""]
-    return sorted(set(columns) - {""})
+    return sorted(_feature_columns(loaded) | _label_columns(loaded))
 
 
 def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
