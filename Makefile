@@ -11,7 +11,7 @@ UV      := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
 # Python 3.10: on PATH, else under pyenv (TFX 1.16 needs 3.10)
 PY310   := $(or $(shell python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10))))
 DEMO_DIR := build/demo
-EXAMPLE_DATA := examples/data/taxi/data.csv
+EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 
 .PHONY: help setup demo test lint bench examples clean
 
@@ -34,8 +34,9 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 setup: $(STAMP)
 	@$(PY) -m compileall -q pipeline components trainer_module kubeflow
 
-$(EXAMPLE_DATA): | $(STAMP)
-	$(TFXD) init examples --example taxi --data-only
+# one folder per example, moved in whole by `tfxd init --data-only`
+$(EXAMPLE_DATA): examples/data/%: | $(STAMP)
+	$(TFXD) init examples --example $* --data-only
 
 examples: $(EXAMPLE_DATA)
 

@@ -1,5 +1,6 @@
 """Spec -> tfx Pipeline: tfxd's ExampleGen, StatisticsGen, SchemaGen (or ImportSchemaGen),
-ExampleValidator, Transform and Trainer. (Evaluator and Pusher are not built yet.)"""
+ExampleValidator, Transform and Trainer, then a resolver for the blessed baseline, TFX's Evaluator
+(TFMA, on raw examples through the model's transform_features signature) and Pusher."""
 
 from __future__ import annotations
 
@@ -8,9 +9,12 @@ from typing import Any
 
 from pipeline.example_gen_config import example_gen_config
 from pipeline.load import LoadedSpec
+from pipeline.spec import COMPONENTS
 
-# The components `tfxd run` can build today, in pipeline order.
-BUILT = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer")
+RESOLVER = "latest_blessed_model_resolver"
+# The sections of the spec the Trainer reads: the rest (evaluation, push, targets...) can change
+# without retraining.
+TRAINER_SECTIONS = ("tfxd", "name", "features", "preprocessing_fn", "label", "model", "training")
 
 
 def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
@@ -42,7 +46,8 @@ def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[s
 
     spec = loaded.spec
     label_only = sorted(_label_columns(loaded) - _feature_columns(loaded)) if spec.features else []
-    return {SPEC_KEY: spec.model_dump(mode="json", by_alias=True), LOCAL_CLUSTER_KEY: cluster,
+    return {SPEC_KEY: spec.model_dump(mode="json", by_alias=True, include=set(TRAINER_SECTIONS)),
+            LOCAL_CLUSTER_KEY: cluster,
             LABEL_ONLY_KEY: label_only}
 
 
@@ -54,14 +59,19 @@ def columns_read(loaded: LoadedSpec) -> list[str]:
 
 
 def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
-    """The pipeline's components up to ``to`` (default: every component built)."""
-    from tfx.components import SchemaGen, StatisticsGen
+    """The pipeline's nodes in order, up to the component ``to`` (default: all of them)."""
+    from tfx.components import Evaluator, Pusher, SchemaGen, StatisticsGen
     from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
-    from tfx.proto import example_gen_pb2
+    from tfx.dsl.components.common.resolver import Resolver
+    from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+    from tfx.types import Channel, standard_artifacts
 
     from components.example_gen.component import BigQueryExampleGen, ExampleGen
     from components.example_validator.component import ExampleValidator
+    from components.trainer.component import RUN_FN, Trainer
     from components.transform.component import PREPROCESSING_FN, Transform
+    from pipeline import baseline
+    from pipeline.evaluation import eval_config
 
     spec = loaded.spec
     project = spec.targets.vertex.project if spec.targets.vertex else None
@@ -79,32 +89,40 @@ def components(loaded: LoadedSpec, to: str | None = None) -> list[Any]:
         example_gen = BigQueryExampleGen(input_config, output_config, config.reader)
     else:
         example_gen = ExampleGen(config.input_base or "", input_config, output_config, config.reader)
-    statistics = StatisticsGen(examples=example_gen.outputs["examples"])
+    examples = example_gen.outputs["examples"]
+    statistics = StatisticsGen(examples=examples)
     if spec.validation.schema_ == "infer":
         schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
     else:
         schema_gen = ImportSchemaGen(schema_file=loaded.resolve(spec.validation.schema_))
-    validator = ExampleValidator(statistics.outputs["statistics"], schema_gen.outputs["schema"],
-                                 spec.validation.fail_on_anomalies, columns_read(loaded))
+    schema = schema_gen.outputs["schema"]
+    validator = ExampleValidator(statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies,
+                                 columns_read(loaded))
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
-    transform = Transform(examples=example_gen.outputs["examples"], schema=schema_gen.outputs["schema"],
-                          preprocessing_fn=user_fn or PREPROCESSING_FN, custom_config=transform_config(loaded))
-    from tfx.proto import trainer_pb2
-
-    from components.trainer.component import RUN_FN, Trainer
-
-    local = spec.targets.local.trainer
+    transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
+                          custom_config=transform_config(loaded))
+    if spec.validation.fail_on_anomalies:
+        transform.add_upstream_node(validator)  # the gate: nothing is transformed from data that failed it
     trainer = Trainer(examples=transform.outputs["transformed_examples"],
-                      transform_graph=transform.outputs["transform_graph"], schema=schema_gen.outputs["schema"],
+                      transform_graph=transform.outputs["transform_graph"], schema=schema,
                       run_fn=RUN_FN, train_args=trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0),
                       eval_args=trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps),
-                      custom_config=trainer_config(loaded, local.model_dump()))
-    built = [example_gen, statistics, schema_gen, validator, transform, trainer]
-    for name, component in zip(BUILT, built, strict=True):
+                      custom_config=trainer_config(loaded, spec.targets.local.trainer.model_dump()))
+    model = trainer.outputs["model"]
+    resolver = Resolver(strategy_class=baseline.LatestBlessedOtherModelStrategy,
+                        **{baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
+                           baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing),
+                           baseline.CANDIDATE_KEY: model}).with_id(RESOLVER)
+    evaluator = Evaluator(examples=examples, model=model, baseline_model=resolver.outputs[baseline.MODEL_KEY],
+                          eval_config=eval_config(spec))
+    pusher = Pusher(model=model, model_blessing=evaluator.outputs["blessing"],
+                    push_destination=pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(
+                        base_directory=loaded.resolve(spec.push.to or ""))))
+    named = [example_gen, statistics, schema_gen, validator, transform, trainer, evaluator, pusher]
+    for name, component in zip(COMPONENTS, named, strict=True):
         component.with_id(name)
-    if to is None:
-        return built
-    return built[: BUILT.index(to) + 1]
+    nodes = [*named[:6], resolver, *named[6:]]
+    return nodes if to is None else nodes[: [n.id for n in nodes].index(to) + 1]
 
 
 def metadata_path(root: str) -> str:

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline import console
+from pipeline.evaluation import OVERALL
 from pipeline.load import LoadedSpec
+from pipeline.spec import COMPONENTS
 
 _RUNNING = "Component %s is running."
 _FINISHED = "Component %s is finished."
@@ -46,6 +48,10 @@ class RunPaths:
     def summary(self) -> str:
         return os.path.join(self.run_dir, "summary.json")
 
+    @property
+    def report(self) -> str:
+        return os.path.join(self.run_dir, "report.html")
+
 
 class _Progress(logging.Handler):
     """Turns the local runner's 'Component X is running/finished' log lines into console lines."""
@@ -56,6 +62,8 @@ class _Progress(logging.Handler):
         self.current: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.args and str(record.args[0]) not in COMPONENTS:
+            return  # the baseline resolver is bookkeeping, not a step the user asked for
         if record.msg == _RUNNING and record.args:
             self.current = str(record.args[0])
             self.started[self.current] = time.monotonic()
@@ -135,6 +143,7 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
     if tfx is None:
         raise RunFailed("tfxd", _reason(failure), paths.log)
     summary = _summary(loaded, paths, tfx, started)
+    summary["report"] = _write_report(summary, paths)
     _write_json(paths.summary, summary)
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
@@ -161,21 +170,39 @@ def _reason(exc: BaseException | None) -> str:
 
 
 def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:
-    from pipeline.run_records import component_runs, examples_report, training_report
+    from pipeline import run_records as records_of
 
-    names = [c.id for c in tfx.components]
-    components = component_runs(paths.root, loaded.spec.name, names, started)
-    training = training_report(paths.root, loaded.spec.name) if "Trainer" in names else {}
+    records = records_of.RunRecords(paths.root, loaded.spec.name, started)
+    names = [c.id for c in tfx.components if c.id in COMPONENTS]
+    training = records_of.training_report(records)
+    evaluation = records_of.evaluation_report(records)
+    overall = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
     return {
         "pipeline": loaded.spec.name,
         "run_id": paths.run_id,
-        "components": components,
-        "examples": examples_report(paths.root, loaded.spec.name),
+        "components": [records.status(name) for name in names],
+        "examples": records_of.examples_report(records),
         "strategy": training.get("plan"),
-        "metrics": training.get("metrics", {}),
-        "blessed": False,
-        "pushed_to": None,
+        "metrics": overall,
+        "training": {key: training[key] for key in ("epochs", "metrics", "history") if key in training},
+        "evaluation": evaluation,
+        "anomalies": records_of.anomalies_report(records),
+        "blessed": bool(evaluation.get("blessed")),
+        "pushed_to": records_of.pushed_to(records),
+        "artifacts": records_of.artifact_uris(records),
     }
+
+
+def _write_report(summary: dict[str, Any], paths: RunPaths) -> str | None:
+    """report.html beside summary.json; a report that cannot be drawn does not fail the run."""
+    from pipeline import report
+
+    try:
+        return report.write(summary, paths.report)
+    except Exception:  # noqa: BLE001 - the run's results stand; the log has the traceback
+        logging.exception("report.html could not be written")
+        console.warn(f"report.html could not be written; see {paths.log}")
+        return None
 
 
 def _write_json(path: str, content: Any) -> None:

@@ -6,7 +6,9 @@ import importlib.util
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 from pipeline.render import json_schema
 
@@ -15,23 +17,56 @@ class ScaffoldError(Exception):
     """The project cannot be written where asked; nothing was written."""
 
 
-def _package_dir(name: str) -> Path:
-    spec = importlib.util.find_spec(name)  # locates the package without importing it
+def _package_file(package: str, *parts: str) -> Path:
+    spec = importlib.util.find_spec(package)  # locates the package without importing it
     if spec is None or not spec.submodule_search_locations:
-        raise ScaffoldError(f"the {name} package is not installed; run `make setup` (or `uv sync`)")
-    return Path(next(iter(spec.submodule_search_locations)))
+        raise ScaffoldError(f"the {package} package is not installed; run `make setup` (or `uv sync`)")
+    path = Path(next(iter(spec.submodule_search_locations)), *parts)
+    if not path.exists():
+        raise ScaffoldError(f"the example data is missing from the {package} package (looked for {path})")
+    return path
 
 
-def _taxi_data(data_dir: Path) -> list[Path]:
-    source = _package_dir("tfx") / "examples" / "chicago_taxi_pipeline" / "data" / "simple" / "data.csv"
-    if not source.is_file():
-        raise ScaffoldError(f"the taxi data is missing from the tfx package (looked for {source})")
-    target = data_dir / "taxi" / "data.csv"
-    _copy_atomic(source, target)
-    return [target]
+def _taxi_data(data_dir: Path) -> None:
+    source = _package_file("tfx", "examples", "chicago_taxi_pipeline", "data", "simple", "data.csv")
+    (data_dir / "taxi").mkdir(parents=True)
+    shutil.copyfile(source, data_dir / "taxi" / "data.csv")
 
 
-DATA_WRITERS = {"taxi": _taxi_data}
+def _penguin_data(data_dir: Path) -> None:
+    source = _package_file("tfx", "components", "testdata", "penguin", "data")
+    for split in ("train", "eval"):
+        shutil.copytree(source / f"Split-{split}", data_dir / "penguin" / split)
+
+
+def _digits_data(data_dir: Path) -> None:
+    """scikit-learn's 1,797 8x8 digits as gzipped tf.Examples: `pixels` (64 floats, raw 0..16, row by row)
+    and `digit` (int 0..9), in load_digits' order; the same bytes every time."""
+    _package_file("sklearn", "datasets", "data", "digits.csv.gz")
+    import tensorflow as tf
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    (data_dir / "digits").mkdir(parents=True)
+    with tf.io.TFRecordWriter(str(data_dir / "digits" / "digits.tfrecord.gz"), options="GZIP") as writer:
+        for pixels, digit in zip(digits.data.tolist(), digits.target.tolist(), strict=True):
+            feature = {"pixels": tf.train.Feature(float_list=tf.train.FloatList(value=pixels)),
+                       "digit": tf.train.Feature(int64_list=tf.train.Int64List(value=[digit]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+                deterministic=True))
+
+
+class Example(NamedTuple):
+    write_data: Callable[[Path], None]  # writes data/<example>/... under the folder it is given
+    source: str  # where the data comes from, for the project's README
+
+
+EXAMPLES = {
+    "taxi": Example(_taxi_data, "the Chicago taxi sample inside the tfx wheel"),
+    "penguin": Example(_penguin_data, "the Palmer penguins TFRecords among the tfx wheel's test data"),
+    "digits": Example(_digits_data, "scikit-learn's 8x8 digits, sklearn.datasets.load_digits, "
+                                    "written as gzipped TFRecords"),
+}
 
 README = """# {example}: a tfxd project
 
@@ -39,12 +74,12 @@ Made by `tfxd init --example {example}`.
 
     tfxd validate {example}.yaml     # check the spec (no TensorFlow needed)
     tfxd render {example}.yaml       # the spec with every default filled in
+    tfxd run {example}.yaml          # run it here
 
 - `{example}.yaml`: the pipeline spec. Editors that speak the YAML language server
   check it against `tfxd.schema.json` (see its first line).
-- `data/{example}/`: the data, copied out of installed packages ({source}).
+- `data/{example}/`: the data, taken from installed packages ({source}).
 """
-SOURCES = {"taxi": "the Chicago taxi sample inside the tfx wheel"}
 
 
 def examples_dir() -> Path:
@@ -57,27 +92,26 @@ def examples_dir() -> Path:
 
 
 def init(directory: str, example: str, data_only: bool = False, force: bool = False) -> list[str]:
-    """Write the example project (or only its data) into ``directory``; return the paths written."""
-    if example not in DATA_WRITERS:
-        raise ScaffoldError(f"unknown example {example!r}; choose one of {', '.join(DATA_WRITERS)}")
+    """Write the example project (or only its data, over what is there) into ``directory``; return the
+    paths written."""
+    if example not in EXAMPLES:
+        raise ScaffoldError(f"unknown example {example!r}; choose one of {', '.join(EXAMPLES)}")
     root = Path(directory)
     if root.exists() and not root.is_dir():
         raise ScaffoldError(f"{directory} exists and is not a directory")
-    if data_only:
-        root.mkdir(parents=True, exist_ok=True)
-        return [str(p) for p in DATA_WRITERS[example](root / "data")]
-    if root.exists() and any(root.iterdir()) and not force:
+    if not data_only and root.exists() and any(root.iterdir()) and not force:
         raise ScaffoldError(f"{directory} is not empty; choose a new directory or pass --force")
-    template = examples_dir() / f"{example}.yaml"
     root.parent.mkdir(parents=True, exist_ok=True)
     # Build everything in a scratch folder beside the target, then move it in: no half-written project.
     with tempfile.TemporaryDirectory(dir=root.parent, prefix=f".{root.name}.tfxd-init-") as scratch:
         staging = Path(scratch)
-        shutil.copyfile(template, staging / template.name)
-        (staging / "tfxd.schema.json").write_text(json_schema(), encoding="utf-8")
-        (staging / "README.md").write_text(README.format(example=example, source=SOURCES[example]),
-                                           encoding="utf-8")
-        DATA_WRITERS[example](staging / "data")
+        if not data_only:
+            template = examples_dir() / f"{example}.yaml"
+            shutil.copyfile(template, staging / template.name)
+            (staging / "tfxd.schema.json").write_text(json_schema(), encoding="utf-8")
+            (staging / "README.md").write_text(
+                README.format(example=example, source=EXAMPLES[example].source), encoding="utf-8")
+        EXAMPLES[example].write_data(staging / "data")
         written = []
         for path in sorted(p for p in staging.rglob("*") if p.is_file()):
             target = root / path.relative_to(staging)
@@ -87,17 +121,10 @@ def init(directory: str, example: str, data_only: bool = False, force: bool = Fa
     return written
 
 
-def _copy_atomic(source: Path, target: Path) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
-    shutil.copyfile(source, partial)
-    os.replace(partial, target)
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write ``text`` to ``path`` so that a reader never sees half of it."""
+def write_atomic(path: str, content: str | bytes) -> None:
+    """Write ``content`` (text as UTF-8) to ``path`` so that a reader never sees half of it."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
-    partial.write_text(text, encoding="utf-8")
+    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
     os.replace(partial, target)

@@ -69,6 +69,12 @@ METRICS: dict[str, frozenset[str]] = {
     "mean_label": _ANY,
     "mean_prediction": _ANY,
 }
+# Metrics where smaller is better (an allowed `max_drop` is then an allowed rise), and metrics that are
+# descriptive only (no better direction, so no `max_drop`).
+LOWER_IS_BETTER = frozenset({"binary_crossentropy", "sparse_categorical_crossentropy", "mean_squared_error",
+                             "mean_absolute_error", "root_mean_squared_error",
+                             "mean_absolute_percentage_error"})
+DESCRIPTIVE = frozenset({"example_count", "mean_label", "mean_prediction"})
 MetricName = Literal[tuple(METRICS)]  # type: ignore[valid-type]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl")
@@ -576,7 +582,11 @@ class Spec(Section):
             problems.add(("beam", "runner"), "the dataflow runner takes its project, region, image and temp "
                          "location from targets.vertex, which the spec does not have",
                          "add targets.vertex (project, region, image, root)")
-        for metric in self.evaluation.thresholds:
+        for metric, threshold in self.evaluation.thresholds.items():
+            if metric in DESCRIPTIVE and threshold.max_drop is not None:
+                problems.add(("evaluation", "thresholds", metric, "max_drop"),
+                             f"{metric} describes the data and has no better direction, so it cannot drop",
+                             "use min or max for it, or put max_drop on a quality metric")
             if metric not in (self.evaluation.metrics or []):
                 problems.add(("evaluation", "thresholds", metric),
                              f"threshold on {metric!r}, which is not in evaluation.metrics",

@@ -28,5 +28,24 @@ def show(summary: dict[str, Any]) -> None:
     if plan:
         console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "
                      f"{plan['global_batch_size']}, {plan['precision']} ({plan['reason']})")
+    training = (summary.get("training") or {}).get("metrics")
+    if training:
+        console.info("training: " + "  ".join(f"{k} {v:.4f}" for k, v in training.items()))
     if summary.get("metrics"):
-        console.info("metrics: " + "  ".join(f"{k} {v:.4f}" for k, v in summary["metrics"].items()))
+        console.info("evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in summary["metrics"].items()))
+    _blessing(summary)
+    if summary.get("report"):
+        console.info(f"report: {summary['report']}")
+
+
+def _blessing(summary: dict[str, Any]) -> None:
+    evaluation = summary.get("evaluation") or {}
+    if not evaluation:
+        return
+    if summary["blessed"]:
+        console.success(f"blessed; pushed to {summary['pushed_to']}" if summary.get("pushed_to")
+                        else "blessed")
+        return
+    console.warn("not blessed, so not pushed:")
+    for reason in evaluation.get("reasons", []):
+        console.warn(f"  {reason}")

@@ -1,5 +1,5 @@
 """`tfxd run` for real, on small data: failures name the component and the log; a user's own
-preprocessing_fn replaces the features; what is not built is refused."""
+preprocessing_fn replaces the features; an unknown component is refused."""
 
 from __future__ import annotations
 
@@ -25,14 +25,12 @@ def test_a_bad_record_fails_the_run_at_example_gen(project):
     assert "Traceback" not in result.stderr
 
 
-def test_unbuilt_components_are_refused(project):
+def test_an_unknown_component_is_refused(project):
     spec = write_spec(project, BASE_SPEC)
-    result = tfxd("run", str(spec), "--to", "Evaluator", cwd=project)
-    assert result.returncode == 2
-    assert "Evaluator is not built yet" in result.stderr
-    assert not (project / "tfxd-runs").exists()
     result = tfxd("run", str(spec), "--to", "Trianer", cwd=project)
-    assert result.returncode == 2 and "is not a component" in result.stderr
+    assert result.returncode == 2 and "'Trianer' is not a component" in result.stderr
+    assert "Trainer" in result.stderr
+    assert not (project / "tfxd-runs").exists()
 
 
 def test_users_preprocessing_fn_replaces_the_features(project):
@@ -56,3 +54,27 @@ def test_users_preprocessing_fn_replaces_the_features(project):
     info = json.loads(Path(graphs[0], "tfxd_features.json").read_text())
     assert set(info["features"]) == {"x_doubled"}
     assert info["features"]["x_doubled"]["kind"] == "float"
+
+
+SCHEMA = """
+feature { name: "x" type: FLOAT presence { min_fraction: 1.0 min_count: 1 } shape { dim { size: 1 } } }
+feature { name: "city" type: BYTES presence { min_fraction: 1.0 min_count: 1 } shape { dim { size: 1 } } }
+feature { name: "target" type: INT presence { min_fraction: 1.0 min_count: 1 } shape { dim { size: 1 } } }
+"""
+
+
+def test_a_column_whose_type_changed_stops_the_run_at_example_validator(project):
+    (project / "schema.pbtxt").write_text(SCHEMA)
+    # x was a number when the schema was made; this file has words in it
+    rows = "".join(f"{'abc'[i % 3]}{i},{'pq'[i % 2]},{i % 2}\n" for i in range(40))
+    (project / "data.csv").write_text("x,city,target\n" + rows)
+    spec = write_spec(project, BASE_SPEC + "validation: {schema: schema.pbtxt}\nbeam: {workers: 1}\n")
+    result = tfxd("run", str(spec), cwd=project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ExampleValidator failed: " in result.stderr
+    assert "feature 'x'" in result.stderr and "feature 'city'" not in result.stderr
+    assert "Fix the data, update validation.schema" in result.stderr
+    assert "Transform" not in result.stdout  # stopped before Transform
+    (summary,) = glob.glob(str(project / "tfxd-runs" / "demo" / "runs" / "*" / "summary.json"))
+    statuses = {c["name"]: c["status"] for c in json.loads(Path(summary).read_text())["components"]}
+    assert statuses["ExampleValidator"] == "failed" and statuses["Transform"] == "not run"

@@ -1,5 +1,5 @@
-"""`tfxd run SPEC --to Trainer` on the taxi data, end to end: what Transform produced, the trained and
-exported model, caching, and the same Trainer as two localhost workers."""
+"""examples/taxi.yaml end to end (trained, evaluated, blessed, pushed, served, reported), caching and
+what reruns, blessing refused, what Transform produced, and the Trainer as localhost clusters."""
 
 from __future__ import annotations
 
@@ -25,6 +25,9 @@ EXTRA_FEATURES = """
 
 RUN_ARGS = ("--to", "Trainer", "--set", "beam.workers=1", "--set", "training.steps=100", "--set",
             "training.eval_steps=20")
+EXAMPLE_ARGS = ("--set", "beam.workers=1")  # the example as shipped, Beam in-process (tiny data)
+COMPONENTS = ["ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer",
+              "Evaluator", "Pusher"]
 
 
 def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -32,16 +35,29 @@ def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run([tfxd_bin, *args], capture_output=True, text=True, cwd=cwd, timeout=900)
 
 
+def example_project(tmp_path_factory, name: str, spec_text: str | None = None) -> Path:
+    """A folder with the example's spec (or ``spec_text``) and its data from examples/data."""
+    folder = tmp_path_factory.mktemp(name)
+    (folder / f"{name}.yaml").write_text(spec_text or (REPO / "examples" / f"{name}.yaml").read_text())
+    os.symlink(REPO / "examples" / "data", folder / "data")
+    return folder
+
+
+def summaries(folder, pipeline: str = "taxi-tips") -> list[dict]:
+    """Every run's summary.json, oldest first."""
+    paths = sorted(glob.glob(str(folder / "tfxd-runs" / pipeline / "runs" / "*" / "summary.json")))
+    return [json.loads(Path(path).read_text()) for path in paths]
+
+
+def statuses(summary: dict) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in summary["components"]}
+
+
 @pytest.fixture(scope="module")
 def taxi_run(tmp_path_factory):
-    """One run of the taxi spec (plus derived features) up to Trainer, in-memory Beam, a short training."""
-    folder = tmp_path_factory.mktemp("taxi")
-    text = (REPO / "examples" / "taxi.yaml").read_text()
-    text = text.replace("\nlabel:", EXTRA_FEATURES + "\nlabel:")
-    (folder / "taxi.yaml").write_text(text)
-    os.symlink(REPO / "examples" / "data", folder / "data")
-    result = tfxd("run", "taxi.yaml", *RUN_ARGS, cwd=folder)
-    return folder, result
+    """examples/taxi.yaml as shipped, end to end: the job of TFX's own taxi pipeline."""
+    folder = example_project(tmp_path_factory, "taxi")
+    return folder, tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, cwd=folder)
 
 
 def _records(pattern: str):
@@ -67,30 +83,118 @@ def _newest(folder, component, output):
     return paths[-1]
 
 
-def test_run_finishes_with_a_summary(taxi_run):
+def test_taxi_example_trains_evaluates_and_pushes(taxi_run):
     folder, result = taxi_run
     assert result.returncode == 0, result.stdout + result.stderr
-    for name in ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer"):
+    for name in COMPONENTS:
         assert f"ok {name} (" in result.stdout
+    assert "latest_blessed_model_resolver" not in result.stdout
     assert "Trainer epoch 10/10" in result.stdout
-    assert "Traceback" not in result.stdout + result.stderr
-    summaries = glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json"))
-    assert len(summaries) == 1
-    summary = json.loads(Path(summaries[0]).read_text())
+    output = result.stdout + result.stderr
+    assert "Traceback" not in output and "AtomicFunction" not in output
+    (summary,) = summaries(folder)
     assert summary["pipeline"] == "taxi-tips"
-    assert [c["name"] for c in summary["components"]] == [
-        "ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer"]
-    assert {c["status"] for c in summary["components"]} == {"ran"}
+    assert [c["name"] for c in summary["components"]] == COMPONENTS
+    assert set(statuses(summary).values()) == {"ran"}
     assert sum(summary["examples"]["splits"].values()) == 15002
-    assert os.path.isfile(os.path.join(os.path.dirname(summaries[0]), "logs", "run.log"))
+    run_dir = folder / "tfxd-runs" / "taxi-tips" / "runs" / summary["run_id"]
+    assert (run_dir / "logs" / "run.log").is_file()
     assert summary["strategy"]["strategy"] == "default" and summary["strategy"]["replicas"] == 1
     assert summary["strategy"]["global_batch_size"] == 40
-    assert summary["metrics"]["val_binary_accuracy"] > 0.6
+    # the hand-written TFX taxi pipeline reaches 0.787 here; the issue's floor is 0.78
+    assert summary["metrics"]["binary_accuracy"] >= 0.78, summary["metrics"]
+    assert summary["metrics"]["example_count"] == summary["examples"]["splits"]["eval"]
+    slices = {s["slice"] for s in summary["evaluation"]["slices"]}
+    assert "Overall" in slices and {f"trip_start_hour={h}" for h in (0, 12, 23)} <= slices
+    assert summary["blessed"] is True and summary["evaluation"]["reasons"] == []
+    assert summary["evaluation"]["baseline"] is None  # the first model has nothing to compare with
+    pushed = Path(summary["pushed_to"])
+    assert pushed.parent == folder / "tfxd-runs" / "taxi-tips" / "serving"
+    assert (pushed / "saved_model.pb").is_file()
+    assert len(summary["training"]["history"]) == 10
+    assert summary["training"]["metrics"]["val_binary_accuracy"] > 0.7
+    assert f"blessed; pushed to {pushed}" in result.stdout
+
+
+def test_pushed_model_answers_raw_examples(taxi_run):
+    import tensorflow as tf
+
+    folder, _ = taxi_run
+    (summary,) = summaries(folder)
+    model = tf.saved_model.load(summary["pushed_to"])
+    raw = _records(os.path.join(summary["artifacts"]["examples"], "Split-eval", "*"))
+    tips, fare = _column(raw, "tips", "float_list"), _column(raw, "fare", "float_list")
+    requests = []
+    for example in raw:
+        copy = type(example)()
+        copy.CopyFrom(example)
+        del copy.features.feature["tips"]  # a serving request has no label column
+        requests.append(copy.SerializeToString())
+    served = model.signatures["serving_default"](examples=tf.constant(requests))["outputs"].numpy()[:, 0]
+    assert ((served >= 0) & (served <= 1)).all()
+    expected = tips > fare * 0.2
+    accuracy = float(((served > 0.5) == expected).mean())
+    assert abs(accuracy - summary["metrics"]["binary_accuracy"]) < 0.01
+
+
+def test_report_shows_the_run(taxi_run):
+    from html.parser import HTMLParser
+
+    folder, _ = taxi_run
+    (summary,) = summaries(folder)
+    text = Path(summary["report"]).read_text()
+    HTMLParser().feed(text)
+    for name in COMPONENTS:
+        assert name in text
+    assert f"{summary['metrics']['binary_accuracy']:.4f}" in text
+    assert "<svg" in text and "<polyline" in text
+    assert "trip_start_hour=12" in text and "company" in text
+    assert "http://" not in text and "https://" not in text
+
+
+def test_second_run_is_fully_cached(taxi_run):
+    folder, _ = taxi_run
+    result = tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    first, second = summaries(folder)
+    assert set(statuses(second).values()) == {"cached"}, statuses(second)
+    assert second["blessed"] is True and second["pushed_to"] == first["pushed_to"]
+    assert second["metrics"] == first["metrics"]
+
+
+def test_changed_steps_rerun_trainer_evaluator_and_pusher(taxi_run):
+    folder, _ = taxi_run
+    result = tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, "--set", "training.steps=1010", cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summaries(folder)[-1]
+    ran = [name for name, status in statuses(summary).items() if status == "ran"]
+    assert ran == ["Trainer", "Evaluator", "Pusher"], statuses(summary)
+    # the new model is compared with the blessed one from the first run
+    assert summary["evaluation"]["baseline"] == summaries(folder)[0]["artifacts"]["model"]
+
+
+def test_impossible_threshold_leaves_the_model_unblessed(taxi_run):
+    folder, _ = taxi_run
+    pushed_before = sorted(os.listdir(folder / "tfxd-runs" / "taxi-tips" / "serving"))
+    result = tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, "--set", "evaluation.thresholds.binary_accuracy.min=0.99",
+                  cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = summaries(folder)[-1]
+    assert statuses(summary)["Trainer"] == "cached"
+    assert statuses(summary)["Evaluator"] == "ran" and statuses(summary)["Pusher"] == "ran"
+    assert summary["blessed"] is False and summary["pushed_to"] is None
+    reasons = summary["evaluation"]["reasons"]
+    assert any(r.startswith("binary_accuracy on Overall is 0.") and "min 0.99" in r for r in reasons), reasons
+    assert "not blessed, so not pushed" in result.stderr and "min 0.99" in result.stderr
+    assert sorted(os.listdir(folder / "tfxd-runs" / "taxi-tips" / "serving")) == pushed_before
 
 
 @pytest.fixture(scope="module")
-def transformed(taxi_run):
-    folder, result = taxi_run
+def transformed(tmp_path_factory):
+    """The taxi spec plus derived features, run to Transform: what Transform produced."""
+    text = (REPO / "examples" / "taxi.yaml").read_text().replace("\nlabel:", EXTRA_FEATURES + "\nlabel:")
+    folder = example_project(tmp_path_factory, "taxi", text)
+    result = tfxd("run", "taxi.yaml", "--to", "Transform", *EXAMPLE_ARGS, cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
     raw = _records(os.path.join(_newest(folder, "ExampleGen", "examples"), "Split-train", "*"))
     out = _records(os.path.join(_newest(folder, "Transform", "transformed_examples"), "Split-train", "*"))
@@ -168,50 +272,17 @@ def test_feature_info_for_the_trainer(transformed):
     assert info["label"] == {"name": "big_tipper", "task": "binary", "num_classes": None}
 
 
-def test_second_run_is_cached(taxi_run):
-    folder, _ = taxi_run
-    result = tfxd("run", "taxi.yaml", *RUN_ARGS, cwd=folder)
-    assert result.returncode == 0, result.stdout + result.stderr
-    summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
-    statuses = {c["name"]: c["status"] for c in json.loads(Path(summaries[-1]).read_text())["components"]}
-    assert set(statuses.values()) == {"cached"}, statuses
-
-
-def test_serving_signature_takes_raw_examples(transformed, taxi_run):
-    import tensorflow as tf
-
-    folder, _ = taxi_run
-    raw, _, _ = transformed
-    model = tf.saved_model.load(os.path.join(_newest(folder, "Trainer", "model"), "Format-Serving"))
-    serialized = tf.constant([example.SerializeToString() for example in raw[:64]])
-    served = model.signatures["serving_default"](examples=serialized)["outputs"].numpy()
-    features = model.signatures["transform_features"](examples=serialized)
-    features.pop("big_tipper")
-    direct = model({name: tf.reshape(value, [-1, 1]) for name, value in features.items()}).numpy()
-    assert served.shape == (64, 1)
-    np.testing.assert_allclose(served, direct, rtol=1e-5)
-    assert ((served >= 0) & (served <= 1)).all()
-    without_label = []
-    for example in raw[:8]:
-        copy = type(example)()
-        copy.CopyFrom(example)
-        del copy.features.feature["tips"]  # a serving request has no label column
-        without_label.append(copy.SerializeToString())
-    np.testing.assert_allclose(model.signatures["serving_default"](examples=tf.constant(without_label))[
-        "outputs"].numpy(), served[:8], rtol=1e-5)
-
-
 def test_two_local_workers_train_with_multi_worker_mirrored(taxi_run):
     folder, _ = taxi_run
     result = tfxd("run", "taxi.yaml", *RUN_ARGS, "--set", "targets.local.trainer.workers=2", cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
-    summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
-    summary = json.loads(Path(summaries[-1]).read_text())
-    statuses = {c["name"]: c["status"] for c in summary["components"]}
-    assert statuses.pop("Trainer") == "ran" and set(statuses.values()) == {"cached"}
+    paths = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
+    summary = json.loads(Path(paths[-1]).read_text())
+    ran = statuses(summary)
+    assert ran.pop("Trainer") == "ran" and set(ran.values()) == {"cached"}
     assert summary["strategy"]["strategy"] == "multi_worker_mirrored"
     assert summary["strategy"]["replicas"] == 2 and summary["strategy"]["global_batch_size"] == 80
-    logs = sorted(glob.glob(os.path.join(os.path.dirname(summaries[-1]), "logs", "trainer-worker-*.log")))
+    logs = sorted(glob.glob(os.path.join(os.path.dirname(paths[-1]), "logs", "trainer-worker-*.log")))
     assert len(logs) == 2
     lines = [next(line for line in Path(log).read_text().splitlines() if "tfxd trainer:" in line) for log in logs]
     assert all("strategy=multi_worker_mirrored replicas=2" in line for line in lines)
@@ -227,10 +298,10 @@ def test_local_parameter_server_cluster(taxi_run):
                   "--set", "training.eval_steps=5", "--set", "targets.local.trainer.workers=2",
                   "--set", "targets.local.trainer.parameter_servers=1", cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
-    summaries = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
-    summary = json.loads(Path(summaries[-1]).read_text())
+    paths = sorted(glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "summary.json")))
+    summary = json.loads(Path(paths[-1]).read_text())
     assert summary["strategy"]["strategy"] == "parameter_server" and summary["strategy"]["replicas"] == 2
-    logs = {os.path.basename(p) for p in glob.glob(os.path.join(os.path.dirname(summaries[-1]), "logs", "trainer-*"))}
+    logs = {os.path.basename(p) for p in glob.glob(os.path.join(os.path.dirname(paths[-1]), "logs", "trainer-*"))}
     assert logs == {"trainer-chief-0.log", "trainer-worker-0.log", "trainer-worker-1.log", "trainer-ps-0.log"}
-    assert "TerminateOnNaN is a batch-level callback" in Path(os.path.dirname(summaries[-1]), "logs",
+    assert "TerminateOnNaN is a batch-level callback" in Path(os.path.dirname(paths[-1]), "logs",
                                                               "trainer-chief-0.log").read_text()
