@@ -16,7 +16,7 @@ EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 .PHONY: help setup demo test lint bench examples clean
 
 help:
-	@echo "make demo   set up, scaffold the taxi example, validate and render it"
+	@echo "make demo   set up, scaffold the taxi example, validate it and run it end to end"
 	@echo "make test   set up, lint and run the test suite"
 	@echo "make bench  run the benchmarks (bench/)"
 
@@ -44,7 +44,7 @@ demo: setup
 	rm -rf $(DEMO_DIR)
 	$(TFXD) init $(DEMO_DIR) --example taxi
 	$(TFXD) validate $(DEMO_DIR)/taxi.yaml
-	$(TFXD) render $(DEMO_DIR)/taxi.yaml
+	$(TFXD) run $(DEMO_DIR)/taxi.yaml
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -129,6 +129,9 @@ def not_blessed_because(evaluation_uri: str) -> list[str]:
     if result.validation_ok:
         return []
     reasons = []
+    if result.missing_thresholds:
+        reasons.append("evaluation.thresholds is empty, and the Evaluator blesses only a model that passes a "
+                       "threshold: add one, e.g. thresholds: {binary_accuracy: {min: 0.6}}")
     for per_slice in result.metric_validations_per_slice:
         where = slice_name(per_slice.slice_key)
         for failure in per_slice.failures:

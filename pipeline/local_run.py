@@ -18,8 +18,9 @@ from pipeline.evaluation import OVERALL
 from pipeline.load import LoadedSpec
 from pipeline.spec import COMPONENTS
 
-_RUNNING = "Component %s is running."
-_FINISHED = "Component %s is finished."
+# what LocalDagRunner and BeamDagRunner log around each node
+_RUNNING = ("Component %s is running.", "node %s is running.")
+_FINISHED = ("Component %s is finished.", "node %s is finished.")
 
 
 class RunFailed(Exception):
@@ -54,7 +55,7 @@ class RunPaths:
 
 
 class _Progress(logging.Handler):
-    """Turns the local runner's 'Component X is running/finished' log lines into console lines."""
+    """Turns the runner's 'X is running/finished' log lines into console lines."""
 
     def __init__(self) -> None:
         super().__init__(logging.INFO)
@@ -62,14 +63,16 @@ class _Progress(logging.Handler):
         self.current: str | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.args and str(record.args[0]) not in COMPONENTS:
+        if record.msg not in _RUNNING + _FINISHED or not record.args:
+            return
+        name = str(record.args[0])
+        if name not in COMPONENTS:
             return  # the baseline resolver is bookkeeping, not a step the user asked for
-        if record.msg == _RUNNING and record.args:
-            self.current = str(record.args[0])
-            self.started[self.current] = time.monotonic()
-            console.step(f"{self.current} ...")
-        elif record.msg == _FINISHED and record.args:
-            name = str(record.args[0])
+        if record.msg in _RUNNING:
+            self.current = name
+            self.started[name] = time.monotonic()
+            console.step(f"{name} ...")
+        else:
             console.success(f"{name} ({time.monotonic() - self.started.get(name, time.monotonic()):.1f} s)")
             self.current = None
 
@@ -84,6 +87,18 @@ def _importable(folder: str) -> None:
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     if folder not in paths:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
+def _runner(orchestrator: str):
+    """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
+    so that independent branches (e.g. ExampleValidator beside Transform) can run side by side."""
+    if orchestrator == "beam":
+        from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+        return BeamDagRunner()
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+    return LocalDagRunner()
 
 
 def new_run_id() -> str:
@@ -131,12 +146,10 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
     failure: BaseException | None = None
     tfx = None
     try:
-        from tfx.orchestration.local.local_dag_runner import LocalDagRunner
-
         from pipeline.assemble import tfx_pipeline
 
         tfx = tfx_pipeline(loaded, root, to)
-        LocalDagRunner().run(tfx)
+        _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except Exception as exc:  # noqa: BLE001 - any failure ends here and is reported with the log
         failure = exc
         logging.error("run failed:\n%s", "".join(traceback.format_exception(exc)))

@@ -163,8 +163,11 @@ class Data(Section):
             if not re.match(SPLIT_NAME, name):
                 problems.add(("splits", name), f"split name {name!r} is not allowed",
                              "use lowercase letters, digits and '_', starting with a letter")
-        if "train" not in self.splits:
-            problems.add(("splits",), "there is no `train` split", "name one of the splits `train`")
+        for needed, why in (("train", "the Trainer fits on it"),
+                            ("eval", "the Trainer validates on it and the Evaluator evaluates it")):
+            if needed not in self.splits:
+                problems.add(("splits",), f"there is no `{needed}` split ({why})",
+                             f"name one of the splits `{needed}`")
         kinds = {type(value) is str for value in self.splits.values()}
         if len(kinds) > 1:
             problems.add(("splits",), "splits mix ratios and file patterns",
@@ -469,17 +472,10 @@ class TrainerCluster(Section):
 
 
 class LocalTarget(Section):
-    orchestrator: Literal["local", "beam"] = "local"
+    orchestrator: Literal["local", "beam"] = Field(
+        "local", description="local: LocalDagRunner, one node at a time; beam: BeamDagRunner, independent "
+        "branches side by side")
     trainer: TrainerCluster = Field(default_factory=TrainerCluster)
-
-    @model_validator(mode="after")
-    def _check(self) -> LocalTarget:
-        problems = Problems()
-        if self.orchestrator == "beam":
-            problems.add(("orchestrator",), "the beam orchestrator (BeamDagRunner) is not built yet in this "
-                         "version of tfxd", "use orchestrator: local")
-        problems.raise_if_any()
-        return self
 
 
 class Schedule(Section):

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from tests.conftest import BASE_SPEC, write_spec
-from tests.pipeline.test_run_taxi import tfxd
+from tests.pipeline.test_run_taxi import COMPONENTS, tfxd
 
 
 def test_a_bad_record_fails_the_run_at_example_gen(project):
@@ -78,3 +78,18 @@ def test_a_column_whose_type_changed_stops_the_run_at_example_validator(project)
     (summary,) = glob.glob(str(project / "tfxd-runs" / "demo" / "runs" / "*" / "summary.json"))
     statuses = {c["name"]: c["status"] for c in json.loads(Path(summary).read_text())["components"]}
     assert statuses["ExampleValidator"] == "failed" and statuses["Transform"] == "not run"
+
+
+def test_the_beam_orchestrator_runs_the_whole_pipeline(project):
+    rows = "".join(f"{(i % 7) + 0.5},{'abc'[i % 3]},{int(i % 7 > 3)}\n" for i in range(80))
+    (project / "data.csv").write_text("x,city,target\n" + rows)
+    spec = write_spec(project, BASE_SPEC + "beam: {workers: 1}\ntargets:\n  local: {orchestrator: beam}\n"
+                      "evaluation: {thresholds: {binary_accuracy: {min: 0.5}}}\n")
+    result = tfxd("run", str(spec), cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in COMPONENTS:
+        assert f"ok {name} (" in result.stdout
+    (path,) = glob.glob(str(project / "tfxd-runs" / "demo" / "runs" / "*" / "summary.json"))
+    summary = json.loads(Path(path).read_text())
+    assert {c["name"]: c["status"] for c in summary["components"]} == dict.fromkeys(COMPONENTS, "ran")
+    assert summary["blessed"] is True and os.path.isdir(summary["pushed_to"])

@@ -25,8 +25,8 @@ CASES = [
      "training.callbacks.early_stoping", "did you mean 'early_stopping'?"),
     ("unknown-target-key", BASE_SPEC + "targets:\n  local:\n    orchestrater: beam\n", 21,
      "targets.local.orchestrater", "did you mean 'orchestrator'?"),
-    ("beam-orchestrator-not-built", BASE_SPEC + "targets:\n  local: {orchestrator: beam}\n", 20,
-     "targets.local.orchestrator", "not built yet"),
+    ("bad-orchestrator", BASE_SPEC + "targets:\n  local: {orchestrator: airflow}\n", 20,
+     "targets.local.orchestrator", "allowed values: local, beam"),
     ("unknown-target", BASE_SPEC + "targets:\n  vertexai: {}\n", 20, "targets.vertexai", "did you mean 'vertex'?"),
     # wrong types
     ("batch-size-string", edit("batch_size: 32", "batch_size: big"), 17, "training.batch_size",
@@ -91,7 +91,9 @@ CASES = [
      "data.splits", "mix ratios and file patterns"),
     ("splits-no-train", edit("  path: data.csv", "  path: data.csv\n  splits: {fit: 0.8, eval: 0.2}"), 6,
      "data.splits", "no `train` split"),
-    ("split-key-with-patterns", edit("  path: data.csv", "  path: data.csv\n  splits: {train: 'd*.csv'}\n"
+    ("splits-no-eval", edit("  path: data.csv", "  path: data.csv\n  splits: {train: 0.8, test: 0.2}"), 6,
+     "data.splits", "no `eval` split (the Trainer validates on it and the Evaluator evaluates it)"),
+    ("split-key-with-patterns", edit("  path: data.csv", "  path: data.csv\n  splits: {train: 'd*.csv', eval: 'e*.csv'}\n"
                                      "  split_key: x"), 7, "data.split_key", "only applies to ratio splits"),
     ("bigquery-without-query", edit("  format: csv\n  path: data.csv\n", "  format: bigquery\n"), 4, "data.query",
      "add `query:"),

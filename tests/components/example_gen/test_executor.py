@@ -81,7 +81,8 @@ def test_shipped_tfrecords_pass_through_unchanged(run_example_gen):
 
 def test_missing_values_stay_missing(run_example_gen, tmp_path):
     (tmp_path / "d.csv").write_text("a,b,c\n1,,x\n2,2.5,\n3,1.5,y\n4,0.5,z\n5,1,w\n")
-    splits, _ = run_example_gen({"format": "csv", "path": "d.csv", "splits": {"train": 1.0}}, folder=tmp_path)
+    splits, _ = run_example_gen({"format": "csv", "path": ".", "splits": {"train": "d.csv", "eval": "d.csv"}},
+                                folder=tmp_path)
     examples = {tf.train.Example.FromString(r).features.feature["a"].int64_list.value[0]:
                 tf.train.Example.FromString(r).features.feature for r in splits["train"]}
     assert "b" not in examples[1] and "c" not in examples[2]
@@ -124,10 +125,10 @@ def test_bad_records_fail_names_the_line(run_example_gen, tmp_path):
 
 def test_bad_records_skip_counts(run_example_gen, tmp_path):
     (tmp_path / "bad.csv").write_text(BAD_CSV + "6,f\n7,g\n")
-    splits, examples = run_example_gen({"format": "csv", "path": "bad.csv", "bad_records": "skip",
-                                        "splits": {"train": 1.0}}, folder=tmp_path)
+    splits, examples = run_example_gen({"format": "csv", "path": ".", "bad_records": "skip",
+                                        "splits": {"train": "bad.csv", "eval": "bad.csv"}}, folder=tmp_path)
     assert len(splits["train"]) == 5
-    assert json.loads(examples.get_string_custom_property("tfxd_bad_records")) == {"ragged row": 2}
+    assert json.loads(examples.get_string_custom_property("tfxd_bad_records")) == {"ragged row": 4}  # 2 a split
 
 
 def test_pinned_type_mismatch_is_a_bad_record(run_example_gen, tmp_path):
