@@ -135,14 +135,14 @@ def test_pinned_type_mismatch_is_a_bad_record(run_example_gen, tmp_path):
     (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"x": "two"}\n{"x": 3}\n')
     with pytest.raises(Exception, match=r"d\.jsonl:2: value does not fit its column: column 'x': 'two' is "
                                              r"not an integer"):
-        run_example_gen({"format": "jsonl", "path": "d.jsonl", "columns": {"x": "int"}, "splits": {"train": 1.0}},
+        run_example_gen({"format": "jsonl", "path": "d.jsonl", "columns": {"x": "int"}, "splits": {"train": 0.5, "eval": 0.5}},
                         folder=tmp_path)
 
 
 def test_invalid_json_line(run_example_gen, tmp_path):
     (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"x": \n')
     with pytest.raises(Exception, match=r"d\.jsonl:2: invalid JSON"):
-        run_example_gen({"format": "jsonl", "path": "d.jsonl", "splits": {"train": 1.0}}, folder=tmp_path)
+        run_example_gen({"format": "jsonl", "path": "d.jsonl", "splits": {"train": 0.5, "eval": 0.5}}, folder=tmp_path)
 
 
 @pytest.mark.parametrize(("content", "message"), [("", "is empty"), ("a,b\n", "has a header but no rows")])
