@@ -13,12 +13,13 @@ PY310   := $(or $(shell python3.10 -c 'import sys; print(sys.executable)' 2>/dev
 DEMO_DIR := build/demo
 EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 
-.PHONY: help setup demo test lint bench examples clean
+.PHONY: help setup demo test lint bench examples wheel clean
 
 help:
 	@echo "make demo   set up, scaffold the taxi example, validate it and run it end to end"
 	@echo "make test   set up, lint and run the test suite"
 	@echo "make bench  run the benchmarks (bench/)"
+	@echo "make wheel  build dist/tfxd-<version>-py3-none-any.whl (for the pipeline image: kubeflow/Dockerfile)"
 
 .tools/bin/uv:
 	python3 -m venv .tools
@@ -55,5 +56,8 @@ test: setup examples lint
 bench: setup examples
 	$(PY) bench/run.py
 
+wheel: | $(UV)
+	$(UV) build --wheel --out-dir dist
+
 clean:
-	rm -rf build $(VENV) .tools examples/data .pytest_cache .ruff_cache
+	rm -rf build dist $(VENV) .tools examples/data .pytest_cache .ruff_cache

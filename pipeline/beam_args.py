@@ -16,8 +16,11 @@ def beam_args(spec: Spec, image: str | None = None) -> list[str]:
     """Arguments for the spec's runner; ``image`` is the pipeline image (for remote workers)."""
     beam = spec.beam
     if beam.runner == "direct":
-        workers = beam.workers or os.cpu_count() or 1
-        mode = "in_memory" if workers == 1 else "multi_processing"
+        if image and not beam.workers:  # in the pipeline's container: Beam counts its CPUs there (0)
+            workers, mode = 0, "multi_processing"
+        else:
+            workers = beam.workers or os.cpu_count() or 1
+            mode = "in_memory" if workers == 1 else "multi_processing"
         args = ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
                 _NO_STAGING]
     elif beam.runner == "dataflow":

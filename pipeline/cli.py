@@ -122,6 +122,28 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
     show(summary)
 
 
+@cli.command(name="compile")
+@click.argument("spec", type=click.Path(dir_okay=False))
+@click.option("--target", type=click.Choice(["kubeflow", "vertex"]), required=True,
+              help="kubeflow: a KFP v2 PipelineSpec (YAML); vertex: a Vertex PipelineJob (JSON).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
+@_set_option
+@_fails_well
+def compile_(spec: str, target: str, output: str | None, sets: tuple[str, ...]) -> None:
+    """Compile SPEC for Kubeflow Pipelines or Vertex AI Pipelines (offline; writes only the output)."""
+    from pipeline import console
+    from pipeline.load import load_spec
+
+    loaded = load_spec(spec, sets, target=target)
+    from kubeflow import compile as compiler
+
+    if output:
+        compiler.compile_to(loaded, target, output)
+        console.success(f"wrote {output} ({target}, image {getattr(loaded.spec.targets, target).image})")
+    else:
+        console.raw(compiler.render(loaded, target))
+
+
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "svg", "png"]), default="mermaid",

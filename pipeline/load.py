@@ -57,7 +57,7 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
     loaded = LoadedSpec(spec, path)
     problems = Problems()
     if target is not None:
-        _check_target(spec, target, problems)
+        _check_target(loaded, target, problems)
     if check_files:
         _check_files(loaded, problems)
     if problems.items:
@@ -65,7 +65,8 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
     return loaded
 
 
-def _check_target(spec: Spec, target: str, problems: Problems) -> None:
+def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
+    spec = loaded.spec
     if target not in TARGETS:
         problems.add(("targets",), f"unknown target {target!r}", f"targets are: {', '.join(TARGETS)}")
         return
@@ -81,6 +82,29 @@ def _check_target(spec: Spec, target: str, problems: Problems) -> None:
         problems.add(("training", "strategy"),
                      f"parameter_server needs parameter servers, and targets.{target}.trainer has none",
                      f"set targets.{target}.trainer.parameter_servers to 1 or more, or use strategy auto")
+    if target == "kubeflow":
+        _check_kubeflow(spec, problems)
+    from pipeline.placement import Placement
+
+    Placement(loaded, target).problems(problems)
+
+
+def _check_kubeflow(spec: Spec, problems: Problems) -> None:
+    """What the Kubeflow target cannot honour, refused rather than dropped."""
+    kubeflow = spec.targets.kubeflow
+    assert kubeflow is not None
+    if spec.training.strategy in ("multi_worker_mirrored", "parameter_server"):
+        problems.add(("training", "strategy"), f"{spec.training.strategy} needs several Trainer processes, and "
+                     "multi-worker training on Kubeflow (a TFJob through the Training Operator) is not built in "
+                     "this version of tfxd", "use targets.vertex (trainer.workers / parameter_servers), or "
+                     "strategy auto / mirrored (one pod, several GPUs)")
+    if kubeflow.schedule and kubeflow.schedule.timezone != "UTC":
+        problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time zone: "
+                     "their cron is read in the cluster's time (UTC)", "use timezone: UTC and write the cron in UTC")
+    for component, resources in kubeflow.resources.items():
+        if resources.memory and resources.memory.endswith("m"):
+            problems.add(("targets", "kubeflow", "resources", component, "memory"),
+                         f"memory {resources.memory!r} is in thousandths of a byte", "use Mi or Gi, e.g. 512Mi")
 
 
 def _check_files(loaded: LoadedSpec, problems: Problems) -> None:

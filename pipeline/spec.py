@@ -504,6 +504,8 @@ class Resources(Section):
 class KubeflowTarget(Section):
     image: str = Field(min_length=1, description="the pipeline image, built from kubeflow/Dockerfile")
     host: str | None = Field(None, pattern=r"^https?://", description="the KFP API endpoint")
+    root: str | None = Field(None, pattern=r"^[a-z][a-z0-9+.-]*://.+", description="the pipeline root on the "
+                             "cluster, e.g. gs://bucket/pipelines (default: the spec's root when it is a URI)")
     resources: dict[Component, Resources] = Field(default_factory=dict)
     schedule: Schedule | None = None
 

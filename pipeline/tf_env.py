@@ -20,7 +20,7 @@ def configure(verbose: bool = False) -> None:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"
         return
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.api_core\..*")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"google\.(api_core|cloud\.aiplatform)\..*")
 
 
 configure(verbose=os.environ.get("TFXD_VERBOSE") == "1")

@@ -54,7 +54,11 @@ def run_fn(fn_args) -> dict[str, Any]:
 
     config = fn_args.custom_config
     spec = config[SPEC_KEY]
-    training = spec["training"]
+    # TrainArgs / EvalArgs win over the spec: a compiled pipeline takes them as runtime parameters
+    training = {**spec["training"], "eval_steps": fn_args.eval_steps or spec["training"]["eval_steps"]}
+    if not training.get("epochs") and fn_args.train_steps:
+        training["steps"] = fn_args.train_steps
+    spec = {**spec, "training": training}
     plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
     if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
         strategy.export_cluster(plan)

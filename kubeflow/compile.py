@@ -1,0 +1,88 @@
+"""`tfxd compile`: the spec's pipeline through TFX's KubeflowV2DagRunner, as a KFP v2 PipelineSpec (YAML,
+for Kubeflow Pipelines) or a Vertex PipelineJob (JSON), with the target's image as the default image.
+
+Offline and side-effect free: every executor, preprocessing_fn and run_fn is referenced by dotted path
+(importable inside the image), so TFX packages no module file and writes nothing under the pipeline
+root; the only file written is the output, atomically. Per-component `resources` of the kubeflow target
+become the tasks' resource requests and limits.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pipeline.load import LoadedSpec
+
+EXTENSIONS = {"kubeflow": ".yaml", "vertex": ".json"}
+_GI = 2**30 / 10**9  # KFP takes memory in GB (10^9 bytes)
+_MEMORY_UNITS = {"": 1e-9, "k": 1e-6, "M": 1e-3, "G": 1.0, "T": 1e3, "P": 1e6,
+                 "Ki": 2**10 / 1e9, "Mi": 2**20 / 1e9, "Gi": _GI, "Ti": 2**40 / 1e9, "Pi": 2**50 / 1e9}
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
+    """The compiled PipelineJob as a dict (its `pipelineSpec` is the KFP PipelineSpec)."""
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+    from pipeline.assemble import runtime_parameters, tfx_pipeline
+    from pipeline.placement import Placement
+
+    spec = loaded.spec
+    config = v2.KubeflowV2DagRunnerConfig(default_image=getattr(spec.targets, target).image,
+                                          display_name=spec.name)
+    runner = v2.KubeflowV2DagRunner(config=config, output_dir=".", output_filename="unused.json")
+    job = runner.run(tfx_pipeline(loaded, "", target=target), parameter_values=runtime_parameters(spec),
+                     write_out=False)
+    if target == "kubeflow":
+        _set_resources(job["pipelineSpec"], spec.targets.kubeflow.resources)  # type: ignore[union-attr]
+        _set_defaults(job["pipelineSpec"], runtime_parameters(spec))
+    job["runtimeConfig"]["gcsOutputDirectory"] = Placement(loaded, target).pipeline_root()
+    return job
+
+
+def _set_defaults(pipeline_spec: dict[str, Any], values: dict[str, Any]) -> None:
+    """A KFP package carries no runtime config: the parameters' defaults go into the root's inputs, so
+    a run or a recurring run that sets none still works."""
+    parameters = pipeline_spec["root"].get("inputDefinitions", {}).get("parameters", {})
+    for name, value in values.items():
+        parameters[name]["defaultValue"] = value
+        parameters[name]["isOptional"] = True
+
+
+def _set_resources(pipeline_spec: dict[str, Any], resources: dict[str, Any]) -> None:
+    executors = pipeline_spec["deploymentSpec"]["executors"]
+    for component, wanted in resources.items():
+        container = executors[f"{component}_executor"]["container"]
+        spec: dict[str, Any] = {}
+        if wanted.cpu is not None:
+            cores = float(str(wanted.cpu).rstrip("m")) / (1000 if str(wanted.cpu).endswith("m") else 1)
+            spec["cpuLimit"] = spec["cpuRequest"] = cores
+        if wanted.memory is not None:
+            spec["memoryLimit"] = spec["memoryRequest"] = round(memory_gb(wanted.memory), 6)
+        if wanted.gpu:
+            spec["accelerator"] = {"type": GPU_RESOURCE, "count": str(wanted.gpu)}
+        container["resources"] = spec
+
+
+def memory_gb(quantity: str) -> float:
+    """A Kubernetes quantity ('16Gi', '512M', '1e9' is not one) in GB, as KFP takes it."""
+    digits = quantity.rstrip("kMGTPi")
+    return float(digits) * _MEMORY_UNITS[quantity[len(digits):]]
+
+
+def render(loaded: LoadedSpec, target: str) -> str:
+    """The file's text: the PipelineSpec as YAML for kubeflow, the PipelineJob as JSON for vertex."""
+    job = pipeline_job(loaded, target)
+    if target == "vertex":
+        return json.dumps(job, indent=2, sort_keys=True) + "\n"
+    import yaml
+
+    return yaml.safe_dump(job["pipelineSpec"], sort_keys=True)
+
+
+def compile_to(loaded: LoadedSpec, target: str, output: str) -> str:
+    from pipeline.scaffold import write_atomic
+
+    write_atomic(output, render(loaded, target))
+    return output

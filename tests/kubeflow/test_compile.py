@@ -1,0 +1,220 @@
+"""`tfxd compile`: the three examples compile offline for both targets into files that parse strictly
+into kfp-pipeline-spec's protos, name only importable executors, hold no local path, come out
+byte-identical twice, and carry resources, runtime parameters and Vertex worker pools."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from google.protobuf import json_format
+from kfp.pipeline_spec import pipeline_spec_pb2
+
+from tests.conftest import REPO
+
+EXAMPLES = ("taxi", "penguin", "digits")
+
+
+def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
+    binary = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    return subprocess.run([binary, *args], capture_output=True, text=True, cwd=cwd, timeout=600)
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Every example compiled for both targets into a folder that holds nothing else: taxi through the
+    CLI, the others in-process (the same function the CLI calls; one TensorFlow import)."""
+    from kubeflow.compile import compile_to
+    from pipeline.load import load_spec
+
+    out = tmp_path_factory.mktemp("compiled")
+    files = {}
+    for example in EXAMPLES:
+        for target, ext in (("kubeflow", "yaml"), ("vertex", "json")):
+            path = out / f"{example}.{ext}"
+            spec = str(REPO / "examples" / f"{example}.yaml")
+            if example == "taxi":
+                result = tfxd("compile", spec, "--target", target, "-o", str(path), cwd=out)
+                assert result.returncode == 0, result.stdout + result.stderr
+                assert result.stderr == ""  # no warnings or library chatter
+            else:
+                compile_to(load_spec(spec, target=target), target, str(path))
+            files[(example, target)] = path
+    return files
+
+
+def _executors(pipeline_spec: dict) -> dict:
+    return pipeline_spec["deploymentSpec"]["executors"]
+
+
+def test_outputs_parse_strictly_and_name_importable_executors(compiled):
+    for (example, target), path in compiled.items():
+        if target == "kubeflow":
+            pipeline_spec = yaml.safe_load(path.read_text())
+            json_format.ParseDict(pipeline_spec, pipeline_spec_pb2.PipelineSpec())  # unknown fields raise
+        else:
+            job = json.loads(path.read_text())
+            json_format.ParseDict(job, pipeline_spec_pb2.PipelineJob())
+            pipeline_spec = job["pipelineSpec"]
+            assert job["runtimeConfig"]["gcsOutputDirectory"] == f"gs://my-bucket/pipelines/{pipeline_spec['pipelineInfo']['name']}/pipeline"
+        classes = []
+        for executor in _executors(pipeline_spec).values():
+            args = executor.get("container", {}).get("args", [])
+            if "--executor_class_path" in args:
+                classes.append(args[args.index("--executor_class_path") + 1])
+                assert executor["container"]["image"].endswith(f"tfxd-{example}:0.1.0")
+        assert len(classes) == 8, (example, target, classes)
+        for dotted in classes:
+            module, _, name = dotted.rpartition(".")
+            assert getattr(importlib.import_module(module), name)
+        assert "components.trainer.executor.Executor" in classes
+        tasks = pipeline_spec["root"]["dag"]["tasks"]
+        for task, key, dotted in (("Transform", "preprocessing_fn", "components.transform.preprocessing.preprocessing_fn"),
+                                  ("Trainer", "run_fn", "trainer_module.run_fn.run_fn")):
+            parameters = tasks[task]["inputs"]["parameters"]
+            assert parameters[key]["runtimeValue"]["constantValue"]["stringValue"] == dotted
+            assert "module_file" not in parameters and "module_path" not in parameters
+            module, _, name = dotted.rpartition(".")
+            assert callable(getattr(importlib.import_module(module), name))
+
+
+def test_no_local_paths_and_byte_identical(compiled, tmp_path):
+    for path in compiled.values():
+        text = path.read_text()
+        for local in (str(REPO), str(Path.home()), "/tmp/", str(tmp_path.parent)):
+            assert local not in text, (path, local)
+        assert "/tfxd/project/data/" in text  # the data, where kubeflow/Dockerfile puts the project
+    again = tmp_path / "taxi.json"
+    result = tfxd("compile", str(REPO / "examples" / "taxi.yaml"), "--target", "vertex", "-o", str(again), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert again.read_bytes() == compiled[("taxi", "vertex")].read_bytes()
+    assert sorted(os.listdir(tmp_path)) == ["taxi.json"]  # nothing else written
+
+
+def test_vertex_file_loads_in_the_aiplatform_sdk(compiled):
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import aiplatform
+
+    job = aiplatform.PipelineJob(display_name="taxi-tips", template_path=str(compiled[("taxi", "vertex")]),
+                                 project="my-project", location="us-central1", credentials=AnonymousCredentials())
+    runtime = job._gca_resource.runtime_config
+    assert runtime.gcs_output_directory == "gs://my-bucket/pipelines/taxi-tips/pipeline"
+    assert json.loads(runtime.parameters["train_args"].string_value) == {"numSteps": 1000}
+
+
+def test_training_length_is_a_runtime_parameter(compiled):
+    pipeline_spec = yaml.safe_load(compiled[("taxi", "kubeflow")].read_text())
+    parameters = pipeline_spec["root"]["inputDefinitions"]["parameters"]
+    assert json.loads(parameters["train_args"]["defaultValue"]) == {"numSteps": 1000}
+    assert json.loads(parameters["eval_args"]["defaultValue"]) == {"numSteps": 150}
+    trainer = pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]
+    assert trainer["train_args"] == {"componentInputParameter": "train_args"}
+
+
+def _spec_with(tmp_path: Path, extra: str) -> Path:
+    text = (REPO / "examples" / "taxi.yaml").read_text() + extra
+    (tmp_path / "taxi.yaml").write_text(text)
+    os.symlink(REPO / "examples" / "data", tmp_path / "data")
+    return tmp_path / "taxi.yaml"
+
+
+def test_kubeflow_resources_become_task_resources(tmp_path):
+    spec = _spec_with(tmp_path, "")
+    spec.write_text(spec.read_text().replace("    root: gs://my-bucket/tfxd\n", "    root: gs://my-bucket/tfxd\n"
+                                             "    resources:\n      Trainer: {cpu: 4, memory: 16Gi, gpu: 1}\n"
+                                             "      Transform: {cpu: 500m, memory: 2G}\n", 1))
+    result = tfxd("compile", str(spec), "--target", "kubeflow", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    executors = _executors(yaml.safe_load(result.stdout))
+    assert executors["Trainer_executor"]["container"]["resources"] == {
+        "cpuLimit": 4.0, "cpuRequest": 4.0, "memoryLimit": 17.179869, "memoryRequest": 17.179869,
+        "accelerator": {"type": "nvidia.com/gpu", "count": "1"}}
+    assert executors["Transform_executor"]["container"]["resources"] == {
+        "cpuLimit": 0.5, "cpuRequest": 0.5, "memoryLimit": 2.0, "memoryRequest": 2.0}
+    assert "resources" not in executors["Evaluator_executor"]["container"]
+
+
+def test_vertex_worker_pools_for_two_workers_one_ps_and_t4s(tmp_path):
+    from pipeline.load import load_spec
+
+    spec = _spec_with(tmp_path, "")
+    sets = ("targets.vertex.trainer.workers=2", "targets.vertex.trainer.parameter_servers=1",
+            "targets.vertex.trainer.machine_type=n1-standard-8",
+            "targets.vertex.trainer.accelerator={type: NVIDIA_TESLA_T4, count: 1}",
+            "targets.vertex.service_account=trainer@my-project.iam.gserviceaccount.com")
+    from kubeflow.vertex_trainer import custom_config
+
+    vertex = load_spec(str(spec), sets, target="vertex").spec.targets.vertex
+    image = {"image_uri": "us-docker.pkg.dev/my-project/ml/tfxd-taxi:0.1.0"}
+    t4 = {"machine_type": "n1-standard-8", "accelerator_type": "NVIDIA_TESLA_T4", "accelerator_count": 1}
+    assert custom_config(vertex) == {
+        "ai_platform_training_args": {"project": "my-project", "job_spec": {
+            "service_account": "trainer@my-project.iam.gserviceaccount.com",
+            "worker_pool_specs": [
+                {"replica_count": 1, "machine_spec": {"machine_type": "n1-standard-8"}, "container_spec": image},
+                {"replica_count": 2, "machine_spec": t4, "container_spec": image},
+                {"replica_count": 1, "machine_spec": {"machine_type": "n1-standard-8"}, "container_spec": image},
+            ]}},
+        "ai_platform_enable_vertex": True, "ai_platform_vertex_region": "us-central1"}
+    args = [f"--set={s}" for s in sets]
+    result = tfxd("compile", str(spec), "--target", "vertex", *args, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    pipeline_spec = json.loads(result.stdout)["pipelineSpec"]
+    trainer_args = _executors(pipeline_spec)["Trainer_executor"]["container"]["args"]
+    assert trainer_args[:2] == ["--executor_class_path", "kubeflow.vertex_trainer.Executor"]
+
+
+def test_mirrored_workers_put_accelerators_on_the_chief_too():
+    from types import SimpleNamespace
+
+    from kubeflow.vertex_trainer import worker_pools
+
+    trainer = SimpleNamespace(workers=3, parameter_servers=0, machine_type="a2-highgpu-1g",
+                              accelerator=SimpleNamespace(type="NVIDIA_TESLA_A100", count=1))
+    pools = worker_pools(trainer, "img")
+    assert [p["replica_count"] for p in pools] == [1, 2]
+    assert all(p["machine_spec"]["accelerator_type"] == "NVIDIA_TESLA_A100" for p in pools)
+
+
+@pytest.mark.parametrize(("extra", "key", "message"), [
+    ("training:\n  strategy: multi_worker_mirrored\n", "training.strategy", "TFJob"),
+    ("push:\n  to: /srv/models\n", "push.to", "cannot write"),
+])
+def test_what_kubeflow_cannot_honour_is_refused_at_validate(tmp_path, extra, key, message):
+    spec = _spec_with(tmp_path, "")
+    text = spec.read_text()
+    section = extra.split(":")[0]
+    if f"\n{section}:" in text:
+        text = text.replace(f"\n{section}:\n", "\n" + extra, 1)
+    else:
+        text += extra
+    spec.write_text(text)
+    result = tfxd("validate", str(spec), "--target", "kubeflow", cwd=tmp_path)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert key in result.stderr and message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_non_utc_kubeflow_schedule_is_refused(tmp_path):
+    spec = _spec_with(tmp_path, "")
+    spec.write_text(spec.read_text().replace("    root: gs://my-bucket/tfxd\n", "    root: gs://my-bucket/tfxd\n"
+                                             "    schedule: {cron: '0 3 * * 1', timezone: Europe/Berlin}\n", 1))
+    result = tfxd("validate", str(spec), "--target", "kubeflow", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "targets.kubeflow.schedule.timezone" in result.stderr and "UTC" in result.stderr
+
+
+def test_the_dockerfile_matches_what_compile_assumes():
+    from pipeline.placement import IMAGE_PROJECT_DIR
+
+    lines = (REPO / "kubeflow" / "Dockerfile").read_text().splitlines()
+    assert "ARG TFX_IMAGE=gcr.io/tfx-oss-public/tfx:1.16.0" in lines and "FROM ${TFX_IMAGE}" in lines
+    env = " ".join(line.strip(" \\") for line in lines if line.startswith(("ENV", "    ")))
+    assert "TF_USE_LEGACY_KERAS=1" in env and f"PYTHONPATH={IMAGE_PROJECT_DIR}" in env
+    assert f"COPY . {IMAGE_PROJECT_DIR}" in lines and f"WORKDIR {IMAGE_PROJECT_DIR}" in lines
