@@ -144,6 +144,100 @@ def compile_(spec: str, target: str, output: str | None, sets: tuple[str, ...]) 
         console.raw(compiler.render(loaded, target))
 
 
+_cluster_target = click.option("--target", type=click.Choice(["kubeflow", "vertex"]), required=True,
+                               help="Kubeflow Pipelines (targets.kubeflow) or Vertex AI Pipelines (targets.vertex).")
+_endpoint_option = click.option("--endpoint", metavar="URL", help="Another API endpoint: a private Vertex AI "
+                                "endpoint, or a KFP host instead of targets.kubeflow.host.")
+
+
+def _compiled(loaded, target: str, scratch: str) -> str:
+    from kubeflow import compile as compiler
+
+    return compiler.compile_to(loaded, target, os.path.join(scratch, loaded.spec.name + compiler.EXTENSIONS[target]))
+
+
+def _service_call(call: Callable[[], Any]) -> Any:
+    """Kubeflow / Vertex calls: a refusal or a failed run exits 1 with the service's words."""
+    from pipeline import console
+
+    try:
+        return call()
+    except Exception as exc:  # noqa: BLE001 - the service's message is the useful part
+        console.error(f"{type(exc).__name__}: {exc}")
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_cluster_target
+@click.option("--wait", is_flag=True, help="Follow the run to its end, a line per state change.")
+@_endpoint_option
+@_set_option
+@_fails_well
+def submit(spec: str, target: str, wait: bool, endpoint: str | None, sets: tuple[str, ...]) -> None:
+    """Compile SPEC and start one run on Kubeflow Pipelines or Vertex AI Pipelines."""
+    import tempfile
+
+    from pipeline import console
+    from pipeline.load import load_spec
+
+    loaded = load_spec(spec, sets, target=target)
+    from kubeflow import submit as submitter
+
+    def state(name: str) -> None:
+        console.step(f"{loaded.spec.name}: {name}")
+
+    with tempfile.TemporaryDirectory(prefix="tfxd-submit-") as scratch:
+        path = _compiled(loaded, target, scratch)
+        if target == "vertex":
+            result = _service_call(lambda: submitter.submit_vertex(loaded.spec, path, wait=wait, on_state=state,
+                                                                   api_endpoint=endpoint))
+            console.success(f"submitted {result['name']} ({result['state']}): {result['console_url']}")
+        else:
+            result = _service_call(lambda: submitter.submit_kubeflow(loaded.spec, path, wait=wait, on_state=state,
+                                                                     host=endpoint))
+            console.success(f"submitted run {result['run_id']} ({result['state']})"
+                            + (f": {result['url']}" if result.get("url") else ""))
+
+
+@cli.command()
+@click.argument("action", type=click.Choice(["apply", "pause", "resume", "delete", "list"]))
+@click.argument("spec", type=click.Path(dir_okay=False))
+@_cluster_target
+@_endpoint_option
+@_set_option
+@_fails_well
+def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tuple[str, ...]) -> None:
+    """Keep SPEC's retraining schedule (targets.T.schedule): apply creates or updates it, idempotently."""
+    import tempfile
+
+    from pipeline import console
+    from pipeline.load import load_spec
+
+    loaded = load_spec(spec, sets, target=target)
+    if action != "list" and getattr(loaded.spec.targets, target).schedule is None:
+        console.error(f"the spec has no targets.{target}.schedule; add e.g. schedule: {{cron: '0 3 * * 1'}}")
+        sys.exit(2)
+    from kubeflow import schedules
+
+    where = {"api_endpoint": endpoint} if target == "vertex" else {"host": endpoint}
+    if action == "list":
+        rows = _service_call(lambda: schedules.list_(loaded.spec, target, **where))
+        for row in rows:
+            console.info(f"{row['display_name']}  {row['state']}  cron {row['cron']}  next {row['next_run_time']}  "
+                         f"({row['name']})")
+        if not rows:
+            console.info(f"no schedule named {loaded.spec.name} on {target}")
+        return
+    if action == "apply":
+        with tempfile.TemporaryDirectory(prefix="tfxd-schedule-") as scratch:
+            path = _compiled(loaded, target, scratch)
+            done = _service_call(lambda: schedules.apply(loaded.spec, target, path, **where))
+    else:
+        done = _service_call(lambda: getattr(schedules, action)(loaded.spec, target, **where))
+    console.success(done)
+
+
 @cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "svg", "png"]), default="mermaid",
