@@ -168,6 +168,57 @@ def _service_call(call: Callable[[], Any]) -> Any:
 
 
 @cli.command()
+@click.argument("compiled_file", type=click.Path(dir_okay=False))
+@click.option("--project", "project_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="The folder the spec was compiled from: it stands for the image's /tfxd/project.")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="Where artifacts and logs go (default PROJECT/tfxd-runs/<pipeline>/replay).")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help='A pipeline parameter, e.g. train_args=\'{"numSteps": 100}\'.')
+@click.option("--beam-as-compiled", is_flag=True,
+              help="Keep the compiled Beam flags (default: in-memory direct runner, data here is small).")
+def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple[str, ...],
+           beam_as_compiled: bool) -> None:
+    """Execute a compiled Kubeflow/Vertex file here, task by task, as the KFP v2 launcher would."""
+    from pipeline import console
+
+    parameters = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+        parameters[name] = value
+    from kubeflow import replay as replayer
+
+    def on_task(name: str, event: dict[str, Any]) -> None:
+        if event["event"] == "start":
+            console.step(f"{name} ...")
+        elif event["status"] == "failed":
+            console.error(f"{name} failed ({event['seconds']:.1f} s)")
+        else:
+            console.success(f"{name} {event['status']} ({event['seconds']:.1f} s)")
+
+    try:
+        compiled = replayer.load_compiled(compiled_file)
+        root = root or os.path.join(project_dir, "tfxd-runs", compiled.name, "replay")
+        summary = replayer.replay(compiled_file, project_dir=project_dir, root=root, parameters=parameters,
+                                  on_task=on_task, beam_in_memory=not beam_as_compiled)
+    except replayer.ReplayError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    except replayer.TaskFailed as exc:
+        console.error(str(exc))
+        sys.exit(1)
+    console.info(f"replay {summary['run_id']} of {summary['pipeline']}: {summary['run_dir']}")
+    if summary.get("blessed"):
+        console.success(f"blessed; pushed to {summary['pushed_destination']} (on the cluster: "
+                        f"{summary.get('pushed_destination_on_cluster')})" if summary.get("pushed")
+                        else "blessed")
+    else:
+        console.warn("not blessed, so not pushed")
+
+
+@cli.command()
 @click.argument("spec", type=click.Path(dir_okay=False))
 @_cluster_target
 @click.option("--wait", is_flag=True, help="Follow the run to its end, a line per state change.")

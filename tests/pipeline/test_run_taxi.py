@@ -116,13 +116,14 @@ def test_taxi_example_trains_evaluates_and_pushes(taxi_run):
     assert f"blessed; pushed to {pushed}" in result.stdout
 
 
-def test_pushed_model_answers_raw_examples(taxi_run):
+def served_on_raw_examples(model_dir: str, examples_uri: str) -> tuple[np.ndarray, np.ndarray]:
+    """The pushed taxi model's answers to the raw eval examples sent without their label column, and
+    the labels they should match (tips > fare * 0.2)."""
     import tensorflow as tf
 
-    folder, _ = taxi_run
-    (summary,) = summaries(folder)
-    model = tf.saved_model.load(summary["pushed_to"])
-    raw = _records(os.path.join(summary["artifacts"]["examples"], "Split-eval", "*"))
+    model = tf.saved_model.load(model_dir)
+    raw = _records(os.path.join(examples_uri, "Split-eval", "*"))
+    assert len(raw) > 2000
     tips, fare = _column(raw, "tips", "float_list"), _column(raw, "fare", "float_list")
     requests = []
     for example in raw:
@@ -132,7 +133,13 @@ def test_pushed_model_answers_raw_examples(taxi_run):
         requests.append(copy.SerializeToString())
     served = model.signatures["serving_default"](examples=tf.constant(requests))["outputs"].numpy()[:, 0]
     assert ((served >= 0) & (served <= 1)).all()
-    expected = tips > fare * 0.2
+    return served, tips > fare * 0.2
+
+
+def test_pushed_model_answers_raw_examples(taxi_run):
+    folder, _ = taxi_run
+    (summary,) = summaries(folder)
+    served, expected = served_on_raw_examples(summary["pushed_to"], summary["artifacts"]["examples"])
     accuracy = float(((served > 0.5) == expected).mean())
     assert abs(accuracy - summary["metrics"]["binary_accuracy"]) < 0.01
 

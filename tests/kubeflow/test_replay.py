@@ -1,0 +1,484 @@
+"""`tfxd replay` (kubeflow.replay): a compiled file executed here task by task.
+
+- The compiled taxi example (Vertex JSON) replays to a trained, evaluated, blessed and pushed model that
+  answers raw tf.Examples; the Evaluator's accuracy matches what `tfxd run` reaches.
+- The kubeflow YAML replays too, with train_args overridden (the Trainer ran 100 steps), and under the
+  same root its resolvers find the first replay's blessed model as the Evaluator's baseline.
+- A failing task stops the replay, naming the task, its exit code and its log.
+- Without TensorFlow: ordering, the launcher's placeholders and executor input, parameters, bucket and
+  project mapping, importers and resolver filters, on tiny hand-written PipelineSpecs.
+
+Two full taxi replays (module-scoped, ~2-3 minutes each on 2 cores) and one that fails at ExampleGen.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kubeflow import replay as rp
+from pipeline.placement import IMAGE_PROJECT_DIR
+from tests.conftest import REPO
+from tests.pipeline.test_run_taxi import served_on_raw_examples
+
+RESOLVERS = ("latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver")
+CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
+              "Pusher")
+# `tfxd run examples/taxi.yaml --set beam.workers=1` reaches 0.7955 here; the replay must be within 0.02
+LOCAL_RUN_ACCURACY = 0.7955
+
+
+# ------------------------------------------------------------------------------------------ taxi, replayed
+
+
+@pytest.fixture(scope="module")
+def taxi(tmp_path_factory) -> dict[str, Path]:
+    """A scratch project (taxi.yaml and its data) and the example compiled for both targets."""
+    from kubeflow.compile import compile_to
+    from pipeline.load import load_spec
+
+    project = tmp_path_factory.mktemp("project")
+    (project / "taxi.yaml").write_text((REPO / "examples" / "taxi.yaml").read_text())
+    os.symlink(REPO / "examples" / "data", project / "data")
+    out = tmp_path_factory.mktemp("compiled")
+    files = {"project": project, "root": tmp_path_factory.mktemp("replays")}
+    for target, name in (("vertex", "taxi.json"), ("kubeflow", "taxi.yaml")):
+        files[target] = Path(compile_to(load_spec(str(project / "taxi.yaml"), target=target), target,
+                                        str(out / name)))
+    return files
+
+
+@pytest.fixture(scope="module")
+def first(taxi) -> tuple[dict, list]:
+    """The Vertex PipelineJob replayed as compiled (and the on_task events)."""
+    events: list = []
+    summary = rp.replay(str(taxi["vertex"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
+                        on_task=lambda name, event: events.append((name, event)))
+    return summary, events
+
+
+@pytest.fixture(scope="module")
+def second(taxi, first) -> dict:
+    """The KFP YAML replayed under the same root, 100 training steps, through the CLI."""
+    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    result = subprocess.run([tfxd, "replay", str(taxi["kubeflow"]), "--project", str(taxi["project"]), "--root",
+                             str(taxi["root"]), "--param", 'train_args={"numSteps": 100}'],
+                            capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for task in CONTAINERS:
+        assert f"ok {task} ran (" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+    runs = sorted(p for p in taxi["root"].iterdir() if (p / "summary.json").is_file())
+    summary = json.loads((runs[-1] / "summary.json").read_text())
+    assert f"replay {summary['run_id']} of taxi-tips" in result.stdout
+    return summary
+
+
+def _task(summary: dict, name: str) -> dict:
+    return next(task for task in summary["tasks"] if task["name"] == name)
+
+
+def _records(pattern: str):
+    import tensorflow as tf
+
+    files = glob.glob(pattern)
+    assert files, pattern
+    return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _value(example, name: str) -> float:
+    values = example.features.feature[name].float_list.value if name in example.features.feature else []
+    return values[0] if values else np.nan
+
+
+def test_vertex_job_replays_every_task(taxi, first):
+    summary, events = first
+    root = taxi["root"]
+    assert summary["status"] == "ok" and summary["format"] == "vertex" and summary["pipeline"] == "taxi-tips"
+    statuses = {task["name"]: task["status"] for task in summary["tasks"]}
+    assert statuses == {**dict.fromkeys(CONTAINERS, "ran"), **dict.fromkeys(RESOLVERS, "resolved")}
+    order = [task["name"] for task in summary["tasks"]]
+    assert order.index("Trainer") < order.index(RESOLVERS[1]) < order.index("Evaluator") < order.index("Pusher")
+    assert order.index(RESOLVERS[0]) < order.index(RESOLVERS[1])
+    assert summary["parameters"] == {"train_args": '{"numSteps": 1000}', "eval_args": '{"numSteps": 150}'}
+    run_dir = root / summary["run_id"]
+    for name in CONTAINERS:
+        log = run_dir / "logs" / f"{name}.log"
+        assert _task(summary, name)["log"] == str(log) and log.stat().st_size > 0
+        assert (run_dir / name / "executor_output.json").is_file()
+        assert _task(summary, name)["seconds"] > 0
+    assert [(name, event["event"]) for name, event in events] == [
+        (name, kind) for name in order for kind in ("start", "end")]
+    # the image's project is the local project; the Beam flags are the in-memory ones
+    executor_input = json.loads((run_dir / "ExampleGen" / "executor_input.json").read_text())
+    assert executor_input["inputs"]["parameters"]["input_base"] == {
+        "stringValue": os.path.join(str(taxi["project"]), "data", "taxi")}
+    assert executor_input["inputs"]["parameters"]["span"] == {"intValue": "0"}  # from the driver
+    assert "input_fingerprint" in executor_input["inputs"]["parameterValues"]
+    assert "--direct_running_mode=in_memory" in (run_dir / "logs" / "Trainer.log").read_text().splitlines()[1]
+    examples = json.loads((run_dir / "ExampleGen" / "executor_output.json").read_text())
+    metadata = examples["artifacts"]["examples"]["artifacts"][0]["metadata"]
+    assert json.loads(metadata["split_names"]) == ["train", "eval"]
+    assert sum(json.loads(metadata["tfxd_split_counts"]).values()) == 15002
+    # every output artifact is indexed under the root, with a unique name
+    index = json.loads((root / rp.INDEX_FILE).read_text())["artifacts"]
+    mine = [record for record in index if record["run_id"] == summary["run_id"]]
+    assert len({record["name"] for record in mine}) == len(mine) == len(summary["artifacts"])
+    assert {record["uri"] for record in mine} == set(summary["artifacts"].values())
+    assert (Path(summary["artifacts"]["Trainer.model"]) / "Format-Serving" / "saved_model.pb").is_file()
+
+
+def test_replay_blesses_and_pushes_locally_never_to_the_bucket(taxi, first):
+    summary, _ = first
+    root = taxi["root"]
+    assert summary["blessed"] is True and summary["baseline"] is None  # the first model has no baseline
+    assert summary["model"] == summary["artifacts"]["Trainer.model"]
+    assert summary["pushed"] is True
+    pushed = Path(summary["pushed_destination"])
+    assert pushed.parent == root / "bucket" / "my-bucket" / "pipelines" / "taxi-tips" / "serving"
+    assert (pushed / "saved_model.pb").is_file()
+    assert summary["pushed_destination_on_cluster"] == f"gs://my-bucket/pipelines/taxi-tips/serving/{pushed.name}"
+    assert summary["buckets"] == {"gs://my-bucket": str(root / "bucket" / "my-bucket")}
+    assert summary["pipeline_root_on_cluster"] == "gs://my-bucket/pipelines/taxi-tips/pipeline"
+    assert not list(Path(taxi["project"]).glob("gs:*")) and not list(Path.cwd().glob("gs:*"))
+
+
+def test_pushed_model_answers_raw_examples(first):
+    summary, _ = first
+    served, expected = served_on_raw_examples(summary["pushed_destination"],
+                                              summary["artifacts"]["ExampleGen.examples"])
+    accuracy = float(((served > 0.5) == expected).mean())
+    assert accuracy >= 0.75, accuracy
+
+
+def test_evaluator_accuracy_matches_the_local_run(first):
+    import tensorflow_model_analysis as tfma
+
+    summary, _ = first
+    overall = [m for m in tfma.load_metrics(summary["evaluation"]) if not m.slice_key.single_slice_keys]
+    assert len(overall) == 1
+    values = {kv.key.name: kv.value.double_value.value for kv in overall[0].metric_keys_and_values}
+    assert values["example_count"] == 2988
+    assert abs(values["binary_accuracy"] - LOCAL_RUN_ACCURACY) <= 0.02, values
+    assert values["binary_accuracy"] >= LOCAL_RUN_ACCURACY - 0.02
+
+
+def test_kubeflow_yaml_replays_with_overridden_train_args(taxi, second):
+    assert second["format"] == "kubeflow" and second["status"] == "ok"
+    assert second["parameters"]["train_args"] == '{"numSteps": 100}'
+    assert second["parameters"]["eval_args"] == '{"numSteps": 150}'  # the file's default
+    assert {task["status"] for task in second["tasks"]} == {"ran", "resolved"}
+    report = json.loads((Path(second["artifacts"]["Trainer.model"]) / "tfxd_training.json").read_text())
+    assert report["steps_per_epoch"] * report["epochs"] == 100
+    assert len(report["history"]) == report["epochs"]
+    # the kubeflow target's bucket, mapped too
+    if second["pushed"]:
+        assert Path(second["pushed_destination"]).parent == (
+            taxi["root"] / "bucket" / "my-bucket" / "tfxd" / "taxi-tips" / "serving")
+    else:
+        assert second["blessed"] is False and second["pushed_destination"] is None
+
+
+def test_second_replay_compares_with_the_first_blessed_model(first, second):
+    summary, _ = first
+    assert second["run_id"] != summary["run_id"]
+    blessing_resolver, model_resolver = (_task(second, name) for name in RESOLVERS)
+    assert blessing_resolver["outputs"] == {"model_blessing": [summary["artifacts"]["Evaluator.blessing"]]}
+    assert model_resolver["outputs"] == {"model": [summary["artifacts"]["Trainer.model"]]}
+    assert second["baseline"] == summary["artifacts"]["Trainer.model"]
+    assert second["model"] == second["artifacts"]["Trainer.model"] != summary["artifacts"]["Trainer.model"]
+    evaluator_input = json.loads(
+        (Path(second["run_dir"]) / "Evaluator" / "executor_input.json").read_text())["inputs"]["artifacts"]
+    (baseline,) = evaluator_input["baseline_model"]["artifacts"]
+    assert baseline["uri"] == summary["artifacts"]["Trainer.model"]
+    assert baseline["name"] == f"tfxd-replay/taxi-tips/{summary['run_id']}/Trainer/model"
+    blessing = json.loads((Path(second["run_dir"]) / "Evaluator" / "executor_output.json").read_text())
+    metadata = blessing["artifacts"]["blessing"]["artifacts"][0]["metadata"]
+    assert metadata["baseline_model_id"] == baseline["name"]  # TFX mapped the id back to the name
+
+
+def test_failing_task_stops_the_replay(taxi, tmp_path):
+    job = json.loads(taxi["vertex"].read_text())
+    parameters = job["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]["parameters"]
+    parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"{IMAGE_PROJECT_DIR}/data/missing"
+    broken = tmp_path / "broken.json"
+    broken.write_text(json.dumps(job))
+    events: list = []
+    with pytest.raises(rp.TaskFailed) as caught:
+        rp.replay(str(broken), project_dir=str(taxi["project"]), root=str(tmp_path / "root"),
+                  on_task=lambda name, event: events.append((name, event["event"], event.get("status"))))
+    error = caught.value
+    log = tmp_path / "root" / error.summary["run_id"] / "logs" / "ExampleGen.log"
+    assert error.task == "ExampleGen" and error.exit_code not in (0, None)
+    assert error.log == str(log) and log.is_file()
+    text = str(error)
+    assert text.startswith("ExampleGen failed: exit code ") and str(log) in text
+    # the root cause from the log, with the path as the replay saw it (the image's project is the local one)
+    assert f"InputError: no data file matches {taxi['project']}/data/missing" in text
+    assert f"{taxi['project']}/data/missing" in log.read_text()
+    assert events == [("ExampleGen", "start", None), ("ExampleGen", "end", "failed")]
+    statuses = {task["name"]: task["status"] for task in error.summary["tasks"]}
+    assert statuses.pop("ExampleGen") == "failed" and set(statuses.values()) == {"not run"}
+    saved = json.loads((tmp_path / "root" / error.summary["run_id"] / "summary.json").read_text())
+    assert saved["status"] == "failed"
+
+
+# ------------------------------------------------------------------------------------------ without TensorFlow
+
+# A container that echoes what it got: its executor input (argv[1]) and the rest of its args, into its
+# output artifact's folder, and writes ExecutorOutput metadata for its outputs.
+ECHO = textwrap.dedent("""\
+    import json, os, sys
+    executor_input = json.loads(sys.argv[1])
+    outputs = executor_input["outputs"]
+    result = {"artifacts": {}, "parameterValues": {}}
+    for key, listed in outputs["artifacts"].items():
+        artifact = listed["artifacts"][0]
+        os.makedirs(artifact["uri"], exist_ok=True)
+        with open(os.path.join(artifact["uri"], "seen.json"), "w") as handle:
+            json.dump({"input": executor_input, "argv": sys.argv[2:], "env": {
+                "PYTHONPATH": os.environ["PYTHONPATH"], "TF_USE_LEGACY_KERAS": os.environ["TF_USE_LEGACY_KERAS"],
+                "cwd": os.getcwd(), "python": sys.executable}}, handle)
+        metadata = dict(artifact["metadata"], made_by=os.path.basename(os.path.dirname(artifact["uri"])),
+                        score=float(os.environ.get("SCORE", "1")))
+        result["artifacts"][key] = {"artifacts": [dict(artifact, metadata=metadata)]}
+    for key in outputs.get("parameters", {}):
+        result["parameterValues"][key] = "made-" + key
+    if os.environ.get("FAIL") and "--fail" in sys.argv:
+        print("ValueError: asked to fail", file=sys.stderr)
+        sys.exit(3)
+    os.makedirs(os.path.dirname(outputs["outputFile"]), exist_ok=True)
+    with open(outputs["outputFile"], "w") as handle:
+        json.dump(result, handle)
+    """)
+
+
+def _artifact_type(title: str) -> dict:
+    return {"artifactType": {"instanceSchema": f"title: {title}\ntype: object\n"}}
+
+
+def _pipeline_spec(echo: str) -> dict:
+    container = {"image": "example/image:1", "command": ["python", echo],
+                 "args": ["{{$}}", "--runner=DirectRunner", "--direct_num_workers=0",
+                          f"--data={IMAGE_PROJECT_DIR}/data", "--out={{$.outputs.artifacts['data'].uri}}",
+                          "--param={{$.inputs.parameters['where']}}", "--dest=gs://bucket-a/serving/x"]}
+    return {
+        "pipelineInfo": {"name": "tiny"},
+        "schemaVersion": "2.0.0",
+        "root": {
+            "inputDefinitions": {"parameters": {"steps": {"type": "INT", "defaultValue": 5},
+                                                "label": {"type": "STRING", "defaultValue": "x"}}},
+            "dag": {"tasks": {
+                "make": {"componentRef": {"name": "make"}, "taskInfo": {"name": "make"},
+                         "inputs": {"parameters": {
+                             "where": {"runtimeValue": {"constantValue": {"stringValue":
+                                                                          f"{IMAGE_PROJECT_DIR}/data/file.csv"}}},
+                             "steps": {"componentInputParameter": "steps"},
+                             "ratio": {"runtimeValue": {"constant": 0.5}}}}},
+                "use": {"componentRef": {"name": "use"}, "taskInfo": {"name": "use"},
+                        "inputs": {
+                            "artifacts": {
+                                "data": {"taskOutputArtifact": {"producerTask": "make", "outputArtifactKey": "data"}},
+                                "imported": {"taskOutputArtifact": {"producerTask": "bring",
+                                                                    "outputArtifactKey": "result"}}},
+                            "parameters": {
+                                "note": {"taskOutputParameter": {"producerTask": "make",
+                                                                 "outputParameterKey": "note"}},
+                                "where": {"componentInputParameter": "label"}}}},
+                "bring": {"componentRef": {"name": "bring"}, "taskInfo": {"name": "bring"}},
+                "latest": {"componentRef": {"name": "latest"}, "taskInfo": {"name": "latest"},
+                           "dependentTasks": ["use"]},
+            }},
+        },
+        "components": {
+            "make": {"executorLabel": "make_executor",
+                     "inputDefinitions": {"parameters": {"where": {"type": "STRING"}, "steps": {"type": "INT"},
+                                                         "ratio": {"parameterType": "NUMBER_DOUBLE"}}},
+                     "outputDefinitions": {"artifacts": {"data": _artifact_type("tfx.Examples")},
+                                           "parameters": {"note": {"type": "STRING"}}}},
+            "use": {"executorLabel": "use_executor",
+                    "inputDefinitions": {"artifacts": {"data": _artifact_type("tfx.Examples"),
+                                                       "imported": _artifact_type("tfx.Schema")},
+                                         "parameters": {"note": {"type": "STRING"}, "where": {"type": "STRING"}}},
+                    "outputDefinitions": {"artifacts": {"data": _artifact_type("tfx.Model")}}},
+            "bring": {"executorLabel": "bring_executor",
+                      "outputDefinitions": {"artifacts": {"result": _artifact_type("tfx.Schema")}}},
+            "latest": {"executorLabel": "latest_executor",
+                       "outputDefinitions": {"artifacts": {"model": _artifact_type("tfx.Model")}}},
+        },
+        "deploymentSpec": {"executors": {
+            "make_executor": {"container": container},
+            "use_executor": {"container": {**container, "args": [*container["args"], "--fail"]}},
+            "bring_executor": {"importer": {
+                "artifactUri": {"constantValue": {"stringValue": f"{IMAGE_PROJECT_DIR}/schema"}},
+                "typeSchema": {"instanceSchema": "title: tfx.Schema\ntype: object\n"},
+                "metadata": {"origin": "gs://bucket-a/schemas"}}},
+            "latest_executor": {"resolver": {"outputArtifactQueries": {"model": {
+                "filter": 'schema_title="tfx.Model" AND state=LIVE AND metadata.score.number_value=2'}}}},
+        }},
+    }
+
+
+@pytest.fixture
+def tiny(tmp_path) -> dict[str, Path]:
+    """A tiny PipelineSpec (YAML) and its Vertex job (JSON), whose containers are ECHO."""
+    import yaml
+
+    project = tmp_path / "project"
+    project.mkdir()
+    echo = project / "echo.py"
+    echo.write_text(ECHO)
+    spec = _pipeline_spec(f"{IMAGE_PROJECT_DIR}/echo.py")
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec))
+    job = {"pipelineSpec": spec, "runtimeConfig": {"gcsOutputDirectory": "gs://bucket-a/root",
+                                                   "parameters": {"steps": {"intValue": "7"}}}}
+    (tmp_path / "tiny.json").write_text(json.dumps(job))
+    return {"project": project, "yaml": tmp_path / "tiny.yaml", "json": tmp_path / "tiny.json",
+            "root": tmp_path / "root"}
+
+
+def _seen(summary: dict, task: str) -> dict:
+    return json.loads((Path(summary["artifacts"][f"{task}.data"]) / "seen.json").read_text())
+
+
+def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
+    monkeypatch.setenv("SCORE", "2")
+    summary = rp.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
+                        parameters={"label": "chosen"})
+    project, root, run_dir = str(tiny["project"]), str(tiny["root"]), Path(summary["run_dir"])
+    assert [task["name"] for task in summary["tasks"]] == ["bring", "make", "use", "latest"]
+    assert [task["status"] for task in summary["tasks"]] == ["imported", "ran", "ran", "resolved"]
+    assert summary["parameters"] == {"steps": 7, "label": "chosen"}  # runtime config, then the override
+    make = _seen(summary, "make")
+    inputs = make["input"]["inputs"]
+    assert inputs["parameters"] == {"where": {"stringValue": f"{project}/data/file.csv"},
+                                    "steps": {"intValue": "7"}, "ratio": {"doubleValue": 0.5}}
+    assert inputs["parameterValues"] == {"where": f"{project}/data/file.csv", "steps": 7, "ratio": 0.5}
+    (output,) = make["input"]["outputs"]["artifacts"]["data"]["artifacts"]
+    assert output == {"name": f"tfxd-replay/tiny/{summary['run_id']}/make/data",
+                      "type": {"schemaTitle": "tfx.Examples"}, "uri": str(run_dir / "make" / "data"),
+                      "metadata": {}}
+    assert make["input"]["outputs"]["outputFile"] == str(run_dir / "make" / "executor_output.json")
+    assert make["input"]["outputs"]["parameters"] == {"note": {"outputFile": str(run_dir / "make" / "parameters" /
+                                                                                 "note")}}
+    # the Beam flags in memory, the image's project and the bucket mapped, the placeholders filled
+    # the image's project and the bucket mapped, the placeholders filled; Beam flags only change for TFX
+    assert make["argv"] == ["--runner=DirectRunner", "--direct_num_workers=0", f"--data={project}/data",
+                            f"--out={run_dir / 'make' / 'data'}", f"--param={project}/data/file.csv",
+                            f"--dest={root}/bucket/bucket-a/serving/x"]
+    assert make["env"] == {"PYTHONPATH": make["env"]["PYTHONPATH"], "TF_USE_LEGACY_KERAS": "1", "cwd": project,
+                           "python": sys.executable}
+    assert make["env"]["PYTHONPATH"].split(os.pathsep)[0] == project
+    # a consumer gets the producer's artifact as the producer's output metadata described it
+    use = _seen(summary, "use")["input"]["inputs"]
+    (data,) = use["artifacts"]["data"]["artifacts"]
+    assert data["uri"] == str(run_dir / "make" / "data")
+    assert data["metadata"] == {"made_by": "make", "score": 2.0}
+    assert use["parameters"]["note"] == {"stringValue": "made-note"}  # taskOutputParameter
+    assert use["parameters"]["where"] == {"stringValue": "chosen"}
+    (imported,) = use["artifacts"]["imported"]["artifacts"]
+    assert imported["uri"] == f"{project}/schema" and imported["type"] == {"schemaTitle": "tfx.Schema"}
+    assert imported["metadata"] == {"origin": f"{root}/bucket/bucket-a/schemas"}
+    # the resolver finds this run's model (score 2), newest first
+    assert _task(summary, "latest")["outputs"] == {"model": [str(run_dir / "use" / "data")]}
+    assert (Path(summary["logs"]) / "make.log").is_file() and (Path(summary["logs"]) / "use.log").is_file()
+
+
+def test_tiny_yaml_defaults_and_resolver_history(tiny, monkeypatch):
+    monkeypatch.setenv("SCORE", "2")
+    one = rp.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
+    assert one["format"] == "kubeflow" and one["parameters"] == {"steps": 5, "label": "x"}
+    monkeypatch.setenv("SCORE", "1")  # the second run's model does not match the resolver's filter
+    two = rp.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
+                    parameters={"steps": "9"})
+    assert two["parameters"]["steps"] == 9
+    assert _task(two, "latest")["outputs"] == {"model": [one["artifacts"]["use.data"]]}
+    # the importer does not reimport an artifact it already has
+    assert _task(two, "bring")["outputs"] == _task(one, "bring")["outputs"]
+    index = json.loads((tiny["root"] / rp.INDEX_FILE).read_text())["artifacts"]
+    assert [record["order"] for record in index] == list(range(1, len(index) + 1))
+    assert len({record["name"] for record in index}) == len(index) == 5  # schema once, two runs x (make, use)
+
+
+def test_tiny_failing_task_names_task_exit_code_and_log(tiny, monkeypatch):
+    monkeypatch.setenv("FAIL", "1")
+    with pytest.raises(rp.TaskFailed) as caught:
+        rp.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]), run_id="r1")
+    log = tiny["root"] / "r1" / "logs" / "use.log"
+    assert caught.value.task == "use" and caught.value.exit_code == 3 and caught.value.log == str(log)
+    assert str(caught.value) == f"use failed: exit code 3: ValueError: asked to fail\n    full log: {log}"
+    assert [task["status"] for task in caught.value.summary["tasks"]] == ["imported", "ran", "failed", "not run"]
+
+
+def test_refusals(tiny, tmp_path):
+    import yaml
+
+    spec = yaml.safe_load(tiny["yaml"].read_text())
+    kwargs = {"project_dir": str(tiny["project"]), "root": str(tmp_path / "root")}
+    with pytest.raises(rp.ReplayError, match=r"unknown pipeline parameter 'stpes' \(the pipeline's: label, steps\)"):
+        rp.replay(str(tiny["yaml"]), parameters={"stpes": "1"}, **kwargs)
+    with pytest.raises(rp.ReplayError, match="pipeline parameter steps: 'many' is not a valid int"):
+        rp.replay(str(tiny["yaml"]), parameters={"steps": "many"}, **kwargs)
+    spec["deploymentSpec"]["executors"]["latest_executor"]["resolver"]["outputArtifactQueries"]["model"][
+        "filter"] = 'schema_title="tfx.Model" AND create_time>"2024-01-01"'
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(spec))
+    with pytest.raises(rp.ReplayError, match="does not support the clause 'create_time>\"2024-01-01\"'"):
+        rp.replay(str(bad), **kwargs)
+    spec["root"]["dag"]["tasks"]["make"]["dependentTasks"] = ["latest"]
+    bad.write_text(yaml.safe_dump(spec))
+    with pytest.raises(rp.ReplayError, match="cycle"):
+        rp.replay(str(bad), **kwargs)
+    not_compiled = tmp_path / "spec.yaml"
+    not_compiled.write_text("tfxd: 1\nname: x\n")
+    with pytest.raises(rp.ReplayError, match="is not a compiled pipeline"):
+        rp.replay(str(not_compiled), **kwargs)
+
+
+def test_resolver_filters_as_tfx_compiles_them(tmp_path):
+    index = rp.ArtifactIndex(str(tmp_path))
+    base = {"pipeline": "p", "run_id": "r", "task": "t", "key": "k"}
+    model_1 = index.add({**base, "name": "m1", "schemaTitle": "tfx.Model", "uri": "/m1", "metadata": {}})
+    index.add({**base, "name": "b1", "schemaTitle": "tfx.ModelBlessing", "uri": "/b1",
+               "metadata": {"blessed": 1.0, "current_model_id": "m1"}})
+    index.add({**base, "name": "m2", "schemaTitle": "tfx.Model", "uri": "/m2", "metadata": {}})
+    index.add({**base, "name": "b2", "schemaTitle": "tfx.ModelBlessing", "uri": "/b2",
+               "metadata": {"blessed": 0.0, "current_model_id": "m2"}})
+    index.add({**base, "pipeline": "other", "name": "b3", "schemaTitle": "tfx.ModelBlessing", "uri": "/b3",
+               "metadata": {"blessed": 1.0, "current_model_id": "m3"}})
+    blessed = 'schema_title="tfx.ModelBlessing" AND state=LIVE AND metadata.blessed.number_value=1'
+    assert [r["name"] for r in rp.ArtifactIndex(str(tmp_path)).query("p", blessed, lambda _: None)] == ["b1"]
+    by_name = ('schema_title="tfx.Model" AND state=LIVE AND '
+               "name=\"{{$.inputs.artifacts['input'].metadata['current_model_id']}}\"")
+    seen = []
+
+    def lookup(expression):
+        seen.append(expression)
+        return "m1"
+
+    assert index.query("p", by_name, lookup) == [model_1]
+    assert seen == [".inputs.artifacts['input'].metadata['current_model_id']"]
+    assert index.query("p", by_name, lambda _: None) == []  # no blessing: no model
+    assert [r["name"] for r in index.query("p", 'schema_title="tfx.Model" AND state=LIVE', lambda _: None)] == [
+        "m2", "m1"]
+    assert index.query("p", 'schema_title="tfx.Model" AND state=PENDING', lambda _: None) == []
+    with pytest.raises(rp.ReplayError, match="'metadata.blessed.number_value>0'"):
+        index.query("p", "metadata.blessed.number_value>0", lambda _: None)
+
+
+def test_task_order_follows_dependencies_and_inputs():
+    tasks = {"c": {"inputs": {"artifacts": {"x": {"taskOutputArtifact": {"producerTask": "b"}}}}},
+             "b": {"inputs": {"parameters": {"y": {"taskOutputParameter": {"producerTask": "a"}}}}},
+             "a": {"dependentTasks": ["d"]}, "d": {}}
+    assert rp.task_order(tasks) == ["d", "a", "b", "c"]
+    with pytest.raises(rp.ReplayError, match="task a depends on zz"):
+        rp.task_order({"a": {"dependentTasks": ["zz"]}})
+
