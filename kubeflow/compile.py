@@ -82,7 +82,7 @@ def render(loaded: LoadedSpec, target: str) -> str:
 
 
 def compile_to(loaded: LoadedSpec, target: str, output: str) -> str:
-    from pipeline.scaffold import write_atomic
+    from pipeline.files import write_atomic
 
     write_atomic(output, render(loaded, target))
     return output

@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.files import write_json
 from pipeline.local_run import RunFailed
 from pipeline.placement import IMAGE_PROJECT_DIR
 
@@ -284,10 +285,7 @@ class ArtifactIndex:
         record = {**record, "state": "LIVE", "order": len(self.records) + 1,
                   "created": datetime.datetime.now().isoformat(timespec="seconds")}
         self.records.append(record)
-        tmp = self.path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            json.dump({"artifacts": self.records}, handle, indent=1, sort_keys=True)
-        os.replace(tmp, self.path)
+        write_json(self.path, {"artifacts": self.records}, indent=1, sort_keys=True)
         return record
 
     def find(self, **where: Any) -> dict[str, Any] | None:
@@ -789,10 +787,7 @@ class _Replay:
         }
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
-        path = os.path.join(self.run_dir, "summary.json")
-        os.makedirs(self.run_dir, exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
-            json.dump(summary, handle, indent=2, sort_keys=True, default=str)
+        write_json(os.path.join(self.run_dir, "summary.json"), summary, sort_keys=True, default=str)
 
 
 def _is_runner_flag(arg: str) -> bool:

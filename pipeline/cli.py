@@ -313,7 +313,7 @@ def graph(spec: str, fmt: str, output: str | None, sets: tuple[str, ...]) -> Non
         console.error(str(exc))
         sys.exit(2)
     if output:
-        from pipeline.scaffold import write_atomic
+        from pipeline.files import write_atomic
 
         write_atomic(output, content)
         console.success(f"wrote {output}")
@@ -365,7 +365,7 @@ def schema(output: str | None) -> None:
 
     text = json_schema()
     if output:
-        from pipeline.scaffold import write_atomic
+        from pipeline.files import write_atomic
 
         write_atomic(output, text)
         console.success(f"wrote {output}")

@@ -4,7 +4,6 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 from __future__ import annotations
 
 import datetime
-import json
 import logging
 import os
 import re
@@ -15,6 +14,7 @@ from typing import Any
 
 from pipeline import console
 from pipeline.evaluation import OVERALL
+from pipeline.files import write_json
 from pipeline.load import LoadedSpec
 from pipeline.spec import COMPONENTS
 
@@ -91,7 +91,8 @@ def _importable(folder: str) -> None:
 
 def _runner(orchestrator: str):
     """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
-    so that independent branches (e.g. ExampleValidator beside Transform) can run side by side."""
+    so that independent branches (e.g. ExampleValidator beside Transform when the gate is off) can run
+    side by side."""
     if orchestrator == "beam":
         from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 
@@ -157,7 +158,7 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
         raise RunFailed("tfxd", _reason(failure), paths.log)
     summary = _summary(loaded, paths, tfx, started)
     summary["report"] = _write_report(summary, paths)
-    _write_json(paths.summary, summary)
+    write_json(paths.summary, summary)
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
@@ -216,11 +217,3 @@ def _write_report(summary: dict[str, Any], paths: RunPaths) -> str | None:
         logging.exception("report.html could not be written")
         console.warn(f"report.html could not be written; see {paths.log}")
         return None
-
-
-def _write_json(path: str, content: Any) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    partial = path + ".partial"
-    with open(partial, "w") as handle:
-        json.dump(content, handle, indent=2, sort_keys=False)
-    os.replace(partial, path)

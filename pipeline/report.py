@@ -50,14 +50,10 @@ footer{margin-top:32px;color:#7a8294;font-size:.85em}
 
 
 def write(summary: dict, path: str) -> str:
-    """Write the report atomically (PATH.partial, then rename), so a reader never sees half a file."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    partial = path + ".partial"
-    with open(partial, "w", encoding="utf-8") as handle:
-        handle.write(render(summary))
-    os.replace(partial, path)
-    return path
+    """Write the report atomically, so a reader never sees half a file."""
+    from pipeline.files import write_atomic
+
+    return write_atomic(path, render(summary))
 
 
 def render(summary: dict) -> str:

@@ -119,12 +119,3 @@ def init(directory: str, example: str, data_only: bool = False, force: bool = Fa
             os.replace(path, target)
             written.append(str(target))
     return written
-
-
-def write_atomic(path: str, content: str | bytes) -> None:
-    """Write ``content`` (text as UTF-8) to ``path`` so that a reader never sees half of it."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_name(f".{target.name}.partial")
-    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    os.replace(partial, target)
