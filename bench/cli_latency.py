@@ -26,21 +26,22 @@ def _stats(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def run() -> dict:
+def run(quick: bool = False) -> dict:
     tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
     validate = [tfxd, "validate", "examples/taxi.yaml"]
     baseline = [sys.executable, "-c", "pass"]
     _time(validate)  # warm the file cache once, for both
     _time(baseline)
     a, b = [], []
-    for _ in range(RUNS):
+    runs = 3 if quick else RUNS
+    for _ in range(runs):
         a.append(_time(validate))
         b.append(_time(baseline))
     ratios = [x / y for x, y in zip(a, b, strict=True)]
     validate_stats = _stats(a)
     return {
         "name": "cli_latency",
-        "runs": RUNS,
+        "runs": runs,
         "validate_s": validate_stats,
         "python_pass_s": _stats(b),
         "ratio": _stats(ratios),

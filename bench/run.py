@@ -1,19 +1,26 @@
-"""`make bench`: run every benchmark, write bench/results/<name>.json and bench/RESULTS.md."""
+"""`make bench`: run every benchmark, write bench/results/<name>.json and bench/RESULTS.md.
+
+`python bench/run.py NAME...` runs some of them (their JSON only: RESULTS.md is written by a full run,
+so that every figure in it comes from the same invocation); `--quick` is a smoke run of the harness
+with small sizes, written nowhere.
+"""
 
 from __future__ import annotations
 
+import argparse
 import datetime
+import importlib
 import importlib.metadata
 import json
 import os
 import platform
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import cli_latency  # noqa: E402
-
-BENCHMARKS = [cli_latency]
+# in the issue's order: CLI latency, end to end, input pipeline, strategy choice, scaling, GPU
+NAMES = ["cli_latency", "e2e_taxi", "input_pipeline", "strategies", "scaling", "gpu"]
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -22,32 +29,52 @@ def _versions() -> str:
     return ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
 
 
-def main() -> None:
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    rows = []
-    for bench in BENCHMARKS:
-        print(f"> {bench.__name__}", flush=True)
-        result = bench.run()
-        with open(os.path.join(HERE, "results", f"{result['name']}.json"), "w") as handle:
-            json.dump(result, handle, indent=2)
-        rows.extend(bench.table_rows(result))
-        print("\n".join(rows[-1:]), flush=True)
+def _results_md(rows: list[str], sections: list[str], minutes: float) -> str:
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}"
-    text = "\n".join([
+    return "\n".join([
         "# Benchmark results",
         "",
         f"- date: {datetime.date.today().isoformat()}",
         f"- machine: {machine}",
         f"- versions: {_versions()}",
-        "- each figure is measured side by side with its baseline in the same run (alternating)",
+        f"- `make bench` took {minutes:.0f} min; every figure is measured side by side with its baseline in this "
+        "same run (alternating where both sides run)",
         "",
         "| figure | tfxd | baseline | ratio (median, min, max) | target |",
         "|---|---|---|---|---|",
         *rows,
         "",
+        *[section + "\n" for section in sections],
     ])
-    with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
-        handle.write(text)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run: {', '.join(NAMES)} (default: all)")
+    parser.add_argument("--quick", action="store_true", help="a smoke run with small sizes; writes nothing")
+    args = parser.parse_args()
+    names = args.names or NAMES
+    unknown = sorted(set(names) - set(NAMES))
+    if unknown:
+        parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    start = time.monotonic()
+    rows, sections = [], []
+    for name in names:
+        bench = importlib.import_module(name)
+        print(f"> {name}", flush=True)
+        result = bench.run(quick=args.quick)
+        if not args.quick:
+            os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+            with open(os.path.join(HERE, "results", f"{name}.json"), "w") as handle:
+                json.dump(result, handle, indent=2)
+        rows.extend(bench.table_rows(result))
+        if hasattr(bench, "details"):
+            sections.append(bench.details(result))
+        print("\n".join(bench.table_rows(result)), flush=True)
+    text = _results_md(rows, sections, (time.monotonic() - start) / 60)
+    if names == NAMES and not args.quick:
+        with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
+            handle.write(text)
     print(text)
 
 

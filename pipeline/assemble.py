@@ -187,6 +187,7 @@ def tfx_pipeline(loaded: LoadedSpec, root: str, to: str | None = None, target: s
     from tfx.orchestration import metadata, pipeline
 
     from pipeline.beam_args import beam_args
+    from pipeline.data_columns import input_bytes
     from pipeline.placement import Placement
 
     spec = loaded.spec
@@ -199,5 +200,5 @@ def tfx_pipeline(loaded: LoadedSpec, root: str, to: str | None = None, target: s
         enable_cache=True,
         metadata_connection_config=None if place.on_cluster else metadata.sqlite_metadata_connection_config(
             metadata_path(root)),
-        beam_pipeline_args=beam_args(spec, image),
+        beam_pipeline_args=beam_args(spec, image, None if place.on_cluster else input_bytes(loaded)),
     )

@@ -12,14 +12,21 @@ from pipeline.spec import Spec
 _NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 
 
-def beam_args(spec: Spec, image: str | None = None) -> list[str]:
-    """Arguments for the spec's runner; ``image`` is the pipeline image (for remote workers)."""
+# Below this much input, worker processes cost more than they bring: each one starts Python, imports
+# TensorFlow and is handed every bundle over gRPC (bench/RESULTS.md, end to end).
+IN_MEMORY_BELOW_BYTES = 64 * 2**20
+
+
+def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = None) -> list[str]:
+    """Arguments for the spec's runner; ``image`` is the pipeline image (for remote workers),
+    ``input_bytes`` the local input's size (for `workers: 0`, auto)."""
     beam = spec.beam
     if beam.runner == "direct":
         if image and not beam.workers:  # in the pipeline's container: Beam counts its CPUs there (0)
             workers, mode = 0, "multi_processing"
         else:
-            workers = beam.workers or os.cpu_count() or 1
+            small = input_bytes is not None and input_bytes < IN_MEMORY_BELOW_BYTES
+            workers = beam.workers or (1 if small else os.cpu_count() or 1)
             mode = "in_memory" if workers == 1 else "multi_processing"
         args = ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
                 _NO_STAGING]

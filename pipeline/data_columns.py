@@ -15,10 +15,10 @@ if TYPE_CHECKING:
     from pipeline.load import LoadedSpec
 
 
-def known_columns(loaded: LoadedSpec) -> tuple[str, list[str]] | None:
-    """(the file read, its columns) for local csv and parquet data; None where it cannot be told cheaply."""
+def local_files(loaded: LoadedSpec) -> list[str] | None:
+    """The local files `data` names (a file, a directory's split patterns, a glob); None for remote data."""
     data = loaded.spec.data
-    if data.format not in ("csv", "parquet") or not data.path or "://" in data.path:
+    if not data.path or "://" in data.path:
         return None
     path = loaded.resolve(data.path)
     if os.path.isdir(path):
@@ -26,9 +26,23 @@ def known_columns(loaded: LoadedSpec) -> tuple[str, list[str]] | None:
         files = sorted(f for pattern in patterns for f in glob.glob(os.path.join(path, pattern)))
     else:
         files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
-    files = [f for f in files if os.path.isfile(f) and not os.path.basename(f).startswith((".", "_"))]
+    return [f for f in files if os.path.isfile(f) and not os.path.basename(f).startswith((".", "_"))]
+
+
+def input_bytes(loaded: LoadedSpec) -> int | None:
+    """The size of the local input on disk; None for remote data (BigQuery, URIs)."""
+    files = local_files(loaded)
+    return None if files is None else sum(os.path.getsize(f) for f in files)
+
+
+def known_columns(loaded: LoadedSpec) -> tuple[str, list[str]] | None:
+    """(the file read, its columns) for local csv and parquet data; None where it cannot be told cheaply."""
+    if loaded.spec.data.format not in ("csv", "parquet"):
+        return None
+    files = local_files(loaded)
     if not files:
         return None
+    data = loaded.spec.data
     first = files[0]
     try:
         if data.format == "csv":

@@ -53,7 +53,9 @@ def eval_config(spec: Spec):
             config.threshold.CopyFrom(_threshold(name, threshold))
         configs.append(config)
     return tfma.EvalConfig(
+        # the Trainer always exports a Keras model: saying so spares TFMA a trial load to find out
         model_specs=[tfma.ModelSpec(signature_name="serving_default", label_key=spec.label.name,
+                                    model_type=tfma.constants.TF_KERAS,
                                     preprocessing_function_names=[PREPROCESSING_SIGNATURE])],
         slicing_specs=[tfma.SlicingSpec(feature_keys=list(keys)) for keys in spec.evaluation.slices],
         metrics_specs=[tfma.MetricsSpec(metrics=configs)])

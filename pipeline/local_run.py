@@ -198,7 +198,8 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
         "examples": records_of.examples_report(records),
         "strategy": training.get("plan"),
         "metrics": overall,
-        "training": {key: training[key] for key in ("epochs", "metrics", "history") if key in training},
+        "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history")
+                     if key in training},
         "evaluation": evaluation,
         "anomalies": records_of.anomalies_report(records),
         "blessed": bool(evaluation.get("blessed")),

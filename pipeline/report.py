@@ -416,7 +416,7 @@ def _charts(history: list[dict]) -> list[str]:
     for entry in history:
         for key in entry:
             key = str(key)
-            if key != "epoch" and key not in keys:
+            if key not in ("epoch", "seconds", "train_seconds") and key not in keys:
                 keys.append(key)
     bases: list[str] = []
     for key in keys:

@@ -146,7 +146,8 @@ def artifact_uris(records: RunRecords) -> dict[str, str]:
     """Where this run's main artifacts are, for the report and for users."""
     wanted = {"examples": ("ExampleGen", "examples"), "statistics": ("StatisticsGen", "statistics"),
               "schema": ("SchemaGen", "schema"), "anomalies": ("ExampleValidator", "anomalies"),
-              "transform_graph": ("Transform", "transform_graph"), "model": ("Trainer", "model"),
+              "transform_graph": ("Transform", "transform_graph"),
+              "transformed_examples": ("Transform", "transformed_examples"), "model": ("Trainer", "model"),
               "evaluation": ("Evaluator", "evaluation")}
     uris = {}
     for name, (node, key) in wanted.items():

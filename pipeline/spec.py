@@ -443,7 +443,8 @@ class Push(Section):
 
 class Beam(Section):
     runner: Literal["direct", "dataflow", "flink", "spark"] = "direct"
-    workers: int = Field(0, ge=0, description="direct runner: processes, 0 = one per CPU")
+    workers: int = Field(0, ge=0, description="direct runner: processes; 0 = auto: one in-memory process for "
+                         "local input under 64 MB, else one per CPU")
     master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, "
                                "e.g. localhost:8081 (flink) or spark://host:7077 (spark)")
     args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")

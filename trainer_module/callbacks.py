@@ -19,16 +19,23 @@ def progress_callback(total_epochs: int, is_chief: bool):
 
         def on_epoch_begin(self, epoch, logs=None):
             self._start = time.monotonic()
+            self._validation_start = None
+
+        def on_test_begin(self, logs=None):  # fit's validation, at the end of an epoch
+            self._validation_start = time.monotonic()
 
         def on_epoch_end(self, epoch, logs=None):
+            end = time.monotonic()
             values = {k: float(v) for k, v in (logs or {}).items() if not k.startswith("lr")}
-            self.history.append({"epoch": epoch + 1, **values})
+            # the epoch's time, and the part spent on training steps (without validation): for throughput
+            timing = {"seconds": round(end - self._start, 4),
+                      "train_seconds": round((self._validation_start or end) - self._start, 4)}
+            self.history.append({"epoch": epoch + 1, **values, **timing})
             if is_chief:
                 from pipeline import console
 
                 shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
-                console.step(f"Trainer epoch {epoch + 1}/{total_epochs} ({time.monotonic() - self._start:.1f} s): "
-                             f"{shown}")
+                console.step(f"Trainer epoch {epoch + 1}/{total_epochs} ({timing['seconds']:.1f} s): {shown}")
 
     return Progress()
 

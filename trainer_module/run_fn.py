@@ -78,10 +78,10 @@ def run_fn(fn_args) -> dict[str, Any]:
     epochs, steps_per_epoch = schedule(training, config.get(TRAIN_EXAMPLES_KEY), plan.global_batch_size)
 
     def train_data(context=None):
-        return data.dataset(fn_args.train_files, fn_args.data_accessor, tf_output, label, plan,
+        return data.dataset(fn_args.train_files, tf_output, label, plan,
                             training["input"], training.get("seed"))
 
-    eval_data = data.dataset(fn_args.eval_files, fn_args.data_accessor, tf_output, label, plan, training["input"],
+    eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
                              training.get("seed"), shuffle=False)
     with distribution.scope():
         model = models.build(spec, info)
@@ -94,7 +94,8 @@ def run_fn(fn_args) -> dict[str, Any]:
     checksum = float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
-    export.save(model, tf_output, label, config.get(LABEL_ONLY_KEY, []), fn_args.serving_model_dir, plan.is_chief)
+    export.save(model, tf_output, label, config.get(LABEL_ONLY_KEY, []), fn_args.serving_model_dir, plan.is_chief,
+                builtin_layers=spec["model"]["type"] != "custom")
     result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
               "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
               "history": callbacks[0].history,

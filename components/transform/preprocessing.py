@@ -75,18 +75,39 @@ def _cast_values(tensor: Any, dtype: tf.DType) -> Any:
     return tf.cast(tensor, dtype)
 
 
-def _filled(name: str, values: tf.Tensor, fill: Any) -> tf.Tensor:
-    """Missing numbers (NaN) replaced by ``fill``, by default the mean of the values present."""
+def _filled(name: str, values: tf.Tensor, fill: Any) -> tuple[tf.Tensor, tf.Tensor]:
+    """(values with missing numbers (NaN) replaced by ``fill``, the values to analyze).
+
+    Filled by default with the mean of the values present; then the analyzers (z-score, min/max,
+    quantiles) see the values present, not the filled ones. The mean is the same either way and
+    min/max too, while tf.Transform needs no second pass over the data for analyzers that would
+    otherwise depend on the mean: one analysis phase instead of two."""
     if values.dtype == tf.string:
         raise ValueError(f"feature {name!r}: this transform needs numbers, and the column holds strings; "
                          "use vocabulary or hash")
     values = tf.cast(values, tf.float64)
     missing = tf.math.is_nan(values)
-    if fill is None:
-        fill_value = tft.mean(tf.boolean_mask(values, tf.logical_not(missing)))
-    else:
-        fill_value = tf.constant(float(fill), tf.float64)
-    return tf.where(missing, tf.cast(fill_value, tf.float64), values)
+    if fill is not None:
+        filled = tf.where(missing, tf.constant(float(fill), tf.float64), values)
+        return filled, filled
+    present = tf.boolean_mask(values, tf.logical_not(missing))
+    return tf.where(missing, tf.cast(tft.mean(present), tf.float64), values), present
+
+
+def _z_score(values: tf.Tensor, analyzed: tf.Tensor) -> tf.Tensor:
+    """(values - mean) / standard deviation, both over ``analyzed``; centred only where it is constant."""
+    mean, variance = tft.mean(analyzed), tft.var(analyzed)
+    centred = values - tf.cast(mean, tf.float64)
+    deviation = tf.sqrt(tf.cast(variance, tf.float64))
+    return tf.where(deviation > 0, centred / tf.where(deviation > 0, deviation, 1.0), centred)
+
+
+def _zero_one(values: tf.Tensor, analyzed: tf.Tensor) -> tf.Tensor:
+    """(values - min) / (max - min) over ``analyzed``; 0.5 throughout where it is constant."""
+    low, high = (tf.cast(v, tf.float64) for v in (tft.min(analyzed), tft.max(analyzed)))
+    span = high - low
+    half = tf.fill(tf.shape(values), tf.constant(0.5, tf.float64))
+    return tf.where(span > 0, (values - low) / tf.where(span > 0, span, 1.0), half)
 
 
 def _strings(values: tf.Tensor, fill: Any) -> tf.Tensor:
@@ -110,11 +131,11 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
             num_oov_buckets=feature["oov_buckets"], vocab_filename=name)
     if kind == "hash":
         return tf.strings.to_hash_bucket_fast(_strings(raw, fill), feature["buckets"])
-    values = _filled(name, raw, fill)
+    values, analyzed = _filled(name, raw, fill)
     if kind == "zscore":
-        return tf.cast(tft.scale_to_z_score(values), tf.float32)
+        return tf.cast(_z_score(values, analyzed), tf.float32)
     if kind == "minmax":
-        return tf.cast(tft.scale_to_0_1(values), tf.float32)
+        return tf.cast(_zero_one(values, analyzed), tf.float32)
     if kind == "log":
         check = tf.debugging.assert_non_negative(
             values, message=f"feature {name!r}: log needs values >= 0 and found a negative one; use zscore, "
@@ -122,7 +143,9 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
         with tf.control_dependencies([check]):
             return tf.cast(tf.math.log1p(values), tf.float32)
     if kind == "bucketize":
-        return tft.bucketize(values, feature["buckets"])
+        buckets = feature["buckets"]
+        boundaries = tft.quantiles(analyzed, buckets, epsilon=min(1.0 / buckets, 0.01))  # tft.bucketize's
+        return tft.apply_buckets(values, boundaries)
     if kind == "categorical":
         ids = tf.cast(tf.round(values), tf.int64)
         return tf.clip_by_value(ids, 0, feature["num_buckets"] - 1)

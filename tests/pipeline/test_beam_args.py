@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from pipeline.beam_args import beam_args
+from pipeline.beam_args import IN_MEMORY_BELOW_BYTES, beam_args
 from pipeline.load import load_spec
 from tests.conftest import BASE_SPEC, write_spec
 
@@ -17,11 +17,22 @@ def args_for(project, beam: str, extra: str = "") -> list[str]:
     return beam_args(load_spec(str(write_spec(project, BASE_SPEC + beam + extra))).spec)
 
 
-def test_direct_defaults_to_one_process_per_cpu(project):
-    args = args_for(project, "")
-    assert args[:3] == ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
-                        f"--direct_num_workers={os.cpu_count()}"]
-    assert any(a.startswith("--sdk_container_image=") for a in args)  # stops TFX staging an sdist of itself
+def test_direct_defaults_to_one_process_per_cpu_for_large_or_remote_input(project):
+    spec = load_spec(str(write_spec(project, BASE_SPEC))).spec
+    for size in (None, IN_MEMORY_BELOW_BYTES):
+        args = beam_args(spec, input_bytes=size)
+        assert args[:3] == ["--runner=DirectRunner", "--direct_running_mode=multi_processing",
+                            f"--direct_num_workers={os.cpu_count()}"]
+        assert any(a.startswith("--sdk_container_image=") for a in args)  # stops TFX staging an sdist of itself
+
+
+def test_direct_runs_small_input_in_memory(project):
+    spec = load_spec(str(write_spec(project, BASE_SPEC))).spec
+    assert beam_args(spec, input_bytes=IN_MEMORY_BELOW_BYTES - 1)[1:3] == ["--direct_running_mode=in_memory",
+                                                                          "--direct_num_workers=1"]
+    two = load_spec(str(write_spec(project, BASE_SPEC + "beam: {workers: 2}\n"))).spec
+    assert beam_args(two, input_bytes=10)[1:3] == ["--direct_running_mode=multi_processing",
+                                                   "--direct_num_workers=2"]
 
 
 def test_direct_with_one_worker_runs_in_memory(project):

@@ -112,6 +112,8 @@ def test_taxi_example_trains_evaluates_and_pushes(taxi_run):
     assert pushed.parent == folder / "tfxd-runs" / "taxi-tips" / "serving"
     assert (pushed / "saved_model.pb").is_file()
     assert len(summary["training"]["history"]) == 10
+    # each epoch's time, training steps alone (before validation) within it
+    assert all(0 < e["train_seconds"] < e["seconds"] for e in summary["training"]["history"])
     assert summary["training"]["metrics"]["val_binary_accuracy"] > 0.7
     assert f"blessed; pushed to {pushed}" in result.stdout
 

@@ -1,0 +1,114 @@
+"""What every benchmark shares: the venv's tools, statistics, a process-tree memory sampler and
+the taxi example's Transform output (made once per `make bench` through the public CLI)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TFXD = os.path.join(os.path.dirname(sys.executable), "tfxd")
+TAXI_SPEC = os.path.join(REPO, "examples", "taxi.yaml")
+SCRATCH = os.environ.get("TFXD_BENCH_SCRATCH") or os.path.join(tempfile.gettempdir(), "tfxd-bench")
+
+
+def stats(values: Sequence[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def scratch(name: str, fresh: bool = True) -> str:
+    """A folder under the bench scratch dir (emptied first when ``fresh``)."""
+    path = os.path.join(SCRATCH, name)
+    if fresh:
+        shutil.rmtree(path, ignore_errors=True)
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+class _TreeMemory(threading.Thread):
+    """Samples the summed RSS of a process and its descendants every 0.1 s; keeps the peak."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.done = pid, 0, threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+        except psutil.NoSuchProcess:
+            return
+        while not self.done.is_set():
+            total = 0
+            try:
+                for process in [root, *root.children(recursive=True)]:
+                    with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                        total += process.memory_info().rss
+            except psutil.NoSuchProcess:
+                return
+            self.peak = max(self.peak, total)
+            self.done.wait(0.1)
+
+
+def measure(command: Sequence[str], cwd: str | None = None, env: dict[str, str] | None = None,
+            log: str | None = None) -> dict[str, float]:
+    """Run ``command``; its wall seconds and the peak summed RSS (MB) of its process tree.
+    Output goes to ``log`` (or nowhere); a failure raises with the log's tail."""
+    out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
+    start = time.perf_counter()
+    try:
+        process = subprocess.Popen(list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
+        sampler = _TreeMemory(process.pid)
+        sampler.start()
+        code = process.wait()
+        seconds = time.perf_counter() - start
+        sampler.done.set()
+        sampler.join()
+    finally:
+        if log:
+            out.close()
+    if code != 0:
+        tail = ""
+        if log:
+            with open(log) as handle:
+                tail = handle.read()[-3000:]
+        raise RuntimeError(f"{' '.join(command)} exited with {code}\n{tail}")
+    return {"seconds": seconds, "peak_rss_mb": sampler.peak / 2**20}
+
+
+def run_summary(root: str) -> dict:
+    """The summary.json `tfxd run` wrote for its latest run under ``root`` (runs/<run id>/)."""
+    runs = os.path.join(root, "runs")
+    newest = max(os.listdir(runs), key=lambda run: os.path.getmtime(os.path.join(runs, run)))
+    with open(os.path.join(runs, newest, "summary.json")) as handle:
+        return json.load(handle)
+
+
+_TRANSFORM: dict[str, str] = {}
+
+
+def taxi_transform() -> dict[str, str]:
+    """The taxi example run up to Transform, once per bench invocation (into a fresh folder): the URIs
+    of its transform graph and transformed examples."""
+    if not _TRANSFORM:
+        root = scratch("taxi-transform")
+        subprocess.run([TFXD, "run", TAXI_SPEC, "--to", "Transform", "--set", f"root={root}"], check=True,
+                       cwd=REPO, stdout=subprocess.DEVNULL)
+        artifacts = run_summary(root)["artifacts"]
+        _TRANSFORM.update(transform_graph=artifacts["transform_graph"],
+                          transformed_examples=artifacts["transformed_examples"])
+    return dict(_TRANSFORM)
+
+
+def md_ratio(ratio: dict[str, float], digits: int = 2) -> str:
+    return f"{ratio['median']:.{digits}f} (min {ratio['min']:.{digits}f}, max {ratio['max']:.{digits}f})"

@@ -1,0 +1,227 @@
+"""Input pipeline: examples/s of the Trainer's input function (trainer_module/data.py) over the taxi
+example's transformed examples, against an optimal plain tf.data read of the same files
+(interleaved GZIP TFRecordDataset, shuffled serialized records, batched tf.io.parse_example, prefetch).
+
+Each measurement runs in a fresh interpreter, the two sides alternating who goes first, over several
+pairs (outside quick mode a third side, tfxd with `training.input.cache: false`, follows each pair). The tfxd
+side is built as the Trainer's run_fn builds it: TFX's fn_args_utils.get_common_fn_args (train files
+and data accessor), planner.plan, the taxi spec's resolved `training.input` (its defaults: cache on),
+data.dataset. Both sides read the same files at the spec's batch size. A run reads what the taxi training
+reads (training.steps batches, ~3.3 epochs) from a freshly built pipeline, several times: a tf.function
+calls next() on the iterator, as Keras's train step does; the first read is an untimed warm-up.
+
+Target (issue): the input function reads at least 0.95 of the plain read's examples/s.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+NAME = "input_pipeline"
+PAIRS, QUICK_PAIRS = 5, 3
+READS, QUICK_READS = 5, 2  # timed reads per run, each of training.steps batches from a freshly built pipeline
+TARGET = 0.95
+TIMEOUT_S = 600
+RESULT = "RESULT "
+SIDES, QUICK_SIDES = ["tfxd", "plain", "tfxd_nocache"], ["tfxd", "plain"]  # tfxd_nocache: training.input.cache=false
+
+
+# ---- one measurement, in a fresh interpreter: `python bench/input_pipeline.py worker ...` ----
+
+def plain_dataset(files: list[str], feature_spec: dict, label: str, batch: int, shuffle_buffer: int):
+    """What one would hand-write for the same job: every file interleaved, serialized records shuffled
+    (a fresh order every epoch), repeated, batched, parsed a batch at a time, the label popped."""
+    import tensorflow as tf
+
+    names = tf.data.Dataset.list_files(files, shuffle=True)
+    records = names.interleave(lambda name: tf.data.TFRecordDataset(name, compression_type="GZIP"),
+                               num_parallel_calls=tf.data.AUTOTUNE, deterministic=False)
+    records = records.shuffle(shuffle_buffer).repeat().batch(batch, drop_remainder=True)
+
+    def parse(serialized):
+        features = tf.io.parse_example(serialized, feature_spec)
+        return features, features.pop(label)
+
+    return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def worker(side: str, reads: int, graph_uri: str, examples_uri: str) -> dict:
+    """Read training.steps batches of ``side``'s dataset over the train split, ``reads`` + 1 times, each
+    from a freshly built dataset; the first read is untimed."""
+    sys.path.insert(0, common.REPO)
+    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow, as pipeline/tf_env.py does
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx.components.trainer import fn_args_utils
+    from tfx.types import artifact_utils, standard_artifacts
+
+    from components.transform import feature_info
+    from pipeline import load
+    from trainer_module import data, planner
+
+    training = load.load_spec(common.TAXI_SPEC).spec.model_dump(mode="json")["training"]
+    examples = standard_artifacts.Examples()  # Transform's output artifact, as the Trainer's executor gets it
+    examples.uri = examples_uri
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    examples.set_string_custom_property("payload_format", "FORMAT_TF_EXAMPLE")
+    graph = standard_artifacts.TransformGraph()
+    graph.uri = graph_uri
+    fn_args = fn_args_utils.get_common_fn_args({"examples": [examples], "transform_graph": [graph]},
+                                               {"train_args": "{}", "eval_args": "{}"})
+    plan = planner.plan({}, planner.Devices(), batch_size=training["batch_size"],
+                        train_files=len(fn_args.train_files))
+    tf_output = tft.TFTransformOutput(fn_args.transform_graph_path)
+    label = feature_info.read(fn_args.transform_graph_path)["label"]["name"]
+    input_spec, steps = training["input"], training["steps"]
+    if side == "tfxd_nocache":
+        input_spec = {**input_spec, "cache": False}
+
+    def build():
+        if side == "plain":
+            return plain_dataset(fn_args.train_files, tf_output.transformed_feature_spec(), label,
+                                 plan.global_batch_size, input_spec["shuffle_buffer"])
+        return data.dataset(fn_args.train_files, tf_output, label, plan, input_spec,
+                            training.get("seed"))
+
+    @tf.function
+    def drain(iterator, batches):
+        examples = tf.constant(0, tf.int64)
+        for _ in tf.range(batches):
+            _, labels = next(iterator)
+            examples += tf.shape(labels, out_type=tf.int64)[0]
+        return examples
+
+    read, seconds, cpu = 0, 0.0, 0.0
+    for read_index in range(reads + 1):  # the first is a warm-up: tracing, TensorFlow's first runs, the file cache
+        dataset = build()  # a fresh pipeline each time: fresh cache, shuffle buffer, readers
+        start, cpu_start = time.perf_counter(), time.process_time()
+        examples = int(drain(iter(dataset), tf.constant(steps)))
+        if read_index:
+            read += examples
+            seconds += time.perf_counter() - start
+            cpu += time.process_time() - cpu_start
+    return {"side": side, "reads": reads, "batches_per_read": steps, "examples": read, "seconds": seconds,
+            "examples_per_s": read / seconds, "cpu_us_per_example": cpu / read * 1e6,
+            "batch_size": plan.global_batch_size, "strategy": plan.strategy, "input": input_spec,
+            "train_files": fn_args.train_files}
+
+
+# ---- the driver ----
+
+def _measure(side: str, reads: int, uris: dict[str, str], log: str) -> dict:
+    command = [sys.executable, os.path.abspath(__file__), "worker", side, str(reads),
+               uris["transform_graph"], uris["transformed_examples"]]
+    with open(log, "w+") as err:
+        done = subprocess.run(command, cwd=common.REPO, stdout=subprocess.PIPE, stderr=err, text=True,
+                              timeout=TIMEOUT_S)
+        err.seek(0)
+        tail = err.read()[-3000:]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"{side} exited with {done.returncode}; its log: {log}\n{tail}")
+    return json.loads(lines[-1][len(RESULT):])
+
+
+def run(quick: bool = False) -> dict:
+    uris = common.taxi_transform()
+    logs = common.scratch("input-pipeline")
+    pairs, reads = (QUICK_PAIRS, QUICK_READS) if quick else (PAIRS, READS)
+    sides = QUICK_SIDES if quick else SIDES
+    runs: dict[str, list[dict]] = {side: [] for side in sides}
+    for index in range(pairs):
+        order = sides if index % 2 == 0 else [sides[1], sides[0], *sides[2:]]  # alternate who goes first
+        for side in order:
+            runs[side].append(_measure(side, reads, uris, os.path.join(logs, f"{index}-{side}.log")))
+    rates = {side: [r["examples_per_s"] for r in measured] for side, measured in runs.items()}
+    ratios = [a / b for a, b in zip(rates["tfxd"], rates["plain"], strict=True)]
+    first = runs["tfxd"][0]
+    result = {
+        "name": NAME,
+        "pairs": pairs,
+        "reads_per_run": reads,
+        "batches_per_read": first["batches_per_read"],
+        "batch_size": first["batch_size"],
+        "strategy": first["strategy"],
+        "input": first["input"],
+        "train_files": first["train_files"],
+        "examples_per_run": {side: [r["examples"] for r in measured] for side, measured in runs.items()},
+        "examples_per_s": {side: common.stats(values) for side, values in rates.items()},
+        "runs_examples_per_s": rates,
+        "cpu_us_per_example": {side: common.stats([r["cpu_us_per_example"] for r in measured])
+                               for side, measured in runs.items()},
+        "ratio": common.stats(ratios),
+        "ratios": ratios,
+        "target": f"tfxd >= {TARGET} x plain read (median ratio)",
+        "met": common.stats(ratios)["median"] >= TARGET,
+    }
+    if "tfxd_nocache" in runs:
+        result["ratio_nocache"] = common.stats(
+            [a / b for a, b in zip(rates["tfxd_nocache"], rates["plain"], strict=True)])
+    return result
+
+
+def _rate(stats: dict[str, float]) -> str:
+    return f"{stats['median']:,.0f} ex/s (min {stats['min']:,.0f}, max {stats['max']:,.0f})"
+
+
+def table_rows(result: dict) -> list[str]:
+    rates = result["examples_per_s"]
+    return [f"| Input pipeline: Trainer input fn vs plain tf.data read, taxi transformed examples, batch "
+            f"{result['batch_size']} ({result['pairs']} pairs) "
+            f"| {_rate(rates['tfxd'])} | {_rate(rates['plain'])} | {common.md_ratio(result['ratio'])} "
+            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
+
+
+def details(result: dict) -> str:
+    inp = result["input"]
+    lines = [
+        "### Input pipeline",
+        "",
+        f"Both sides read `{result['train_files'][0]}` (the taxi example's Transform output, train split, "
+        f"GZIP TFRecords of tf.Example) at batch {result['batch_size']} (strategy `{result['strategy']}`), "
+        f"each run in a fresh interpreter, the sides alternating, {result['pairs']} pairs. A run builds the "
+        f"dataset {result['reads_per_run'] + 1} times and reads {result['batches_per_read']} batches "
+        "(the spec's training.steps) from each through a tf.function calling next() on its iterator, as "
+        "Keras's train step does; the first read is an untimed warm-up (tracing, TensorFlow's first runs), "
+        "the others are timed from the iterator's creation (file opening, shuffle buffer fill and the "
+        "cache's first epoch included).",
+        "",
+        f"- tfxd: `trainer_module.data.dataset` as run_fn calls it, with the spec's `training.input`: "
+        f"cache={inp['cache']}, shuffle_buffer={inp['shuffle_buffer']}, prefetch={inp['prefetch']}"
+        + (" (cache is on by default: after the first epoch this side reads its serialized records from memory, "
+           "and still parses every batch)" if inp["cache"] else "") + ".",
+        f"- plain: interleaved TFRecordDataset, shuffle({inp['shuffle_buffer']}) of serialized records, repeat, "
+        "batch, `tf.io.parse_example` with Transform's feature spec (map, AUTOTUNE), prefetch(AUTOTUNE); "
+        "no cache.",
+        "",
+        "| run | " + " | ".join(result["runs_examples_per_s"]) + " | ratio tfxd/plain |",
+        "|---|" + "---|" * (len(result["runs_examples_per_s"]) + 1),
+    ]
+    for index, ratio in enumerate(result["ratios"]):
+        rates = " | ".join(f"{values[index]:,.0f}" for values in result["runs_examples_per_s"].values())
+        lines.append(f"| {index + 1} | {rates} | {ratio:.2f} |")
+    cpu = result["cpu_us_per_example"]
+    lines += ["", "Process CPU per example (median, all threads): "
+              + ", ".join(f"{side} {stats['median']:.1f} us" for side, stats in cpu.items()) + "."]
+    if "ratio_nocache" in result:
+        lines.append(f"With `training.input.cache: false` the input function reads "
+                     f"{common.md_ratio(result['ratio_nocache'])} of the plain read.")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "worker":
+        side, reads, graph_uri, examples_uri = sys.argv[2:6]
+        print(RESULT + json.dumps(worker(side, int(reads), graph_uri, examples_uri)), flush=True)
+    else:
+        outcome = run(quick="--quick" in sys.argv)
+        print("\n".join(table_rows(outcome)))
+        print(details(outcome))

@@ -1,0 +1,249 @@
+"""Strategy choice: training steps/s of the taxi model under each strategy that can run on this machine
+(default, one_device, Mirrored on 2 logical CPUs, MultiWorkerMirrored with 2 localhost workers) against
+what `auto` picks, each measured in a fresh process, interleaved, over several rounds.
+
+Every measurement calls what the Trainer's run_fn calls: planner.plan -> strategy.build ->
+data.dataset -> models.build (in the strategy's scope) -> model.fit, on the same Transform output,
+with the taxi spec's resolved training section (batch_size is per replica: the global batch is
+batch_size x replicas, so a distributed step handles more examples; examples/s is reported too).
+
+Target (issue): auto's steps/s within 5% of the fastest strategy's, and auto never picks a distributed
+strategy that loses here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import common  # noqa: E402
+
+NAME = "strategies"
+STRATEGIES = ["default", "one_device", "mirrored", "multi_worker_mirrored"]  # what can run on CPUs here
+QUICK_STRATEGIES = ["default", "mirrored", "multi_worker_mirrored"]  # one_device on a CPU is default, wrapped
+DISTRIBUTED = {"mirrored", "multi_worker_mirrored"}
+ROUNDS = 3
+STEPS, QUICK_STEPS = 2000, 1000  # timed steps per measurement
+WINDOWS = 5  # the timed steps in windows: a measurement's steps/s is its median window's (a busy machine)
+# untimed steps first: tracing, the first collectives, and enough reads that the shuffle buffer (10000
+# examples) and the cache of the train split (12014 examples) are full
+WARMUP = 100
+LOGICAL_CPUS = 2  # for Mirrored on CPUs
+TIMEOUT_S = 600
+TOLERANCE = 0.05
+RESULT = "RESULT "
+
+
+# ---- one measurement, in a fresh interpreter: `python bench/strategies.py worker ...` ----
+
+def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples_uri: str,
+           logical_cpus: int) -> dict:
+    """Train the taxi model for ``warmup`` + ``steps`` steps under ``strategy_name`` ('auto' plans from
+    this process's environment); the timed steps/s and the plan. Must run before TensorFlow starts."""
+    sys.path.insert(0, common.REPO)
+    from pipeline import tf_env  # noqa: F401  (legacy Keras, before TensorFlow)
+    # isort: split
+    import tensorflow as tf
+    import tensorflow_transform as tft
+    from tfx.types import artifact_utils, standard_artifacts
+    from tfx.utils import io_utils
+
+    from components.transform import feature_info
+    from pipeline import assemble, load
+    from trainer_module import data, models, planner, strategy
+    from trainer_module.run_fn import SPEC_KEY
+
+    if logical_cpus > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
+    spec = assemble.trainer_config(load.load_spec(common.TAXI_SPEC), None)[SPEC_KEY]  # as run_fn gets it
+    training = spec["training"]
+
+    examples = standard_artifacts.Examples()  # train_files as TFX's fn_args_utils makes them
+    examples.uri = examples_uri
+    examples.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    train_files = [io_utils.all_files_pattern(uri) for uri in artifact_utils.get_split_uris([examples], "train")]
+
+    devices, tpu_resolver = strategy.detect_devices(os.environ)
+    plan = planner.plan(os.environ, devices, strategy=strategy_name, batch_size=training["batch_size"],
+                        mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
+                        train_files=len(train_files))
+    distribution = strategy.build(plan, tpu_resolver)
+    tf_output = tft.TFTransformOutput(graph_uri)
+    info = feature_info.read(graph_uri)
+    train = data.dataset(train_files, tf_output, info["label"]["name"], plan, training["input"], training.get("seed"))
+    with distribution.scope():
+        model = models.build(spec, info)
+
+    window = steps // WINDOWS
+    marks = {0, 1, *(warmup + i * window for i in range(WINDOWS))}
+    times: dict[int, float] = {}  # step -> when it began (the last: when training ended)
+
+    class Clock(tf.keras.callbacks.Callback):
+        def on_train_batch_begin(self, batch, logs=None):
+            if batch in marks:
+                times[batch] = time.perf_counter()
+
+        def on_train_end(self, logs=None):
+            times[warmup + WINDOWS * window] = time.perf_counter()
+
+    model.fit(train, epochs=1, steps_per_epoch=warmup + WINDOWS * window, callbacks=[Clock()], verbose=0)
+    starts = [times[warmup + i * window] for i in range(WINDOWS + 1)]
+    rates = [window / (end - start) for start, end in zip(starts[:-1], starts[1:], strict=True)]
+    return {"strategy": plan.strategy, "reason": plan.reason, "replicas": distribution.num_replicas_in_sync,
+            "global_batch": plan.global_batch_size, "steps": WINDOWS * window, "window_steps_per_s": rates,
+            "steps_per_s": statistics.median(rates), "overall_steps_per_s": WINDOWS * window / (starts[-1] - starts[0]),
+            "first_step_s": times[1] - times[0]}
+
+
+# ---- the driver ----
+
+def _command(strategy_name: str, steps: int, warmup: int, uris: dict[str, str], logical_cpus: int) -> list[str]:
+    return [sys.executable, os.path.abspath(__file__), "worker", strategy_name, str(steps), str(warmup),
+            uris["transform_graph"], uris["transformed_examples"], str(logical_cpus)]
+
+
+def _plain_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("TF_CONFIG", "CLUSTER_SPEC")}
+
+
+def _measure(name: str, steps: int, warmup: int, uris: dict[str, str], logs: str, tag: str) -> dict:
+    """One measurement of ``name`` ('auto' included) in fresh processes (2 localhost workers with their
+    TF_CONFIG for MultiWorkerMirrored, as the local Trainer starts them); the chief's result."""
+    from components.trainer import local_cluster
+
+    layout = local_cluster.cluster_layout(2, 0) if name == "multi_worker_mirrored" else [(None, 0, None)]
+    command = _command(name, steps, warmup, uris, LOGICAL_CPUS if name == "mirrored" else 1)
+    processes = []
+    try:
+        for kind, index, cluster in layout:
+            env = _plain_env()
+            if cluster is not None:
+                env["TF_CONFIG"] = json.dumps({"cluster": cluster, "task": {"type": kind, "index": index}})
+            log = os.path.join(logs, f"{tag}-{name}-{index}.log")
+            with open(log, "w") as out:
+                processes.append((log, subprocess.Popen(command, env=env, cwd=common.REPO, stdout=out,
+                                                        stderr=subprocess.STDOUT)))
+        deadline = time.monotonic() + TIMEOUT_S
+        while any(process.poll() is None for _, process in processes):  # the first failure stops all
+            failed = [(log, p.returncode) for log, p in processes if p.returncode not in (None, 0)]
+            if failed or time.monotonic() > deadline:
+                log, code = failed[0] if failed else (processes[0][0], "timeout")
+                with open(log) as handle:
+                    raise RuntimeError(f"{name}: {code}; its log: {log}\n{handle.read()[-3000:]}")
+            time.sleep(0.2)
+    finally:
+        for _, process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    chief_log = processes[0][0]  # worker 0 is the chief
+    with open(chief_log) as handle:
+        text = handle.read()
+    lines = [line for line in text.splitlines() if line.startswith(RESULT)]
+    if any(process.returncode for _, process in processes) or not lines:
+        raise RuntimeError(f"{name} left no result; its log: {chief_log}\n{text[-3000:]}")
+    return json.loads(lines[-1][len(RESULT):])
+
+
+def run(quick: bool = False) -> dict:
+    sys.path.insert(0, common.REPO)
+    uris = common.taxi_transform()
+    logs = common.scratch("strategies-logs")
+    steps, warmup = (QUICK_STEPS, WARMUP) if quick else (STEPS, WARMUP)
+    strategies = QUICK_STRATEGIES if quick else STRATEGIES
+    names = [*strategies, "auto"]
+    runs: dict[str, list[dict]] = {name: [] for name in names}
+    for round_ in range(ROUNDS):
+        shift = round_ % len(names)  # a different order every round
+        for name in names[shift:] + names[:shift]:
+            runs[name].append(_measure(name, steps, warmup, uris, logs, f"r{round_}"))
+
+    per_strategy = {}
+    for name, measured in runs.items():
+        first = measured[0]
+        rates = [m["steps_per_s"] for m in measured]
+        examples = [r * first["global_batch"] for r in rates]
+        per_strategy[name] = {
+            "picked": first["strategy"], "reason": first["reason"], "replicas": first["replicas"],
+            "global_batch": first["global_batch"], "steps_per_s": common.stats(rates),
+            "examples_per_s": common.stats(examples),
+            "examples_per_s_per_replica": common.stats([e / first["replicas"] for e in examples]),
+            "overall_steps_per_s": common.stats([m["overall_steps_per_s"] for m in measured]),
+            "first_step_s": common.stats([m["first_step_s"] for m in measured])}
+    one_replica = per_strategy["default"]["examples_per_s"]["median"]
+    for name in names:
+        entry = per_strategy[name]
+        entry["scaling_efficiency"] = entry["examples_per_s_per_replica"]["median"] / one_replica
+    fastest = max(strategies, key=lambda name: per_strategy[name]["steps_per_s"]["median"])
+    auto = per_strategy["auto"]
+    ratios = [a["steps_per_s"] / f["steps_per_s"] for a, f in zip(runs["auto"], runs[fastest], strict=True)]
+    ratio = common.stats(ratios)
+    picked_loser = auto["picked"] in DISTRIBUTED and auto["picked"] != fastest
+    return {
+        "name": NAME, "quick": quick, "rounds": ROUNDS, "steps": steps, "warmup_steps": warmup, "cpus": os.cpu_count(),
+        "strategies": per_strategy, "auto": {"picked": auto["picked"], "reason": auto["reason"]},
+        "fastest": fastest, "ratio": ratio,
+        "target": f"auto's steps/s >= {1 - TOLERANCE:.2f}x the fastest's; no losing distributed strategy",
+        "met": ratio["median"] >= 1 - TOLERANCE and not picked_loser,
+    }
+
+
+def _rate(stats: dict[str, float], digits: int = 1) -> str:
+    return f"{stats['median']:.{digits}f} (min {stats['min']:.{digits}f}, max {stats['max']:.{digits}f})"
+
+
+def table_rows(result: dict) -> list[str]:
+    auto, fastest = result["strategies"]["auto"], result["strategies"][result["fastest"]]
+    return [f"| Strategy choice: taxi training steps/s, `auto` vs the fastest of "
+            f"{', '.join(n for n in result['strategies'] if n != 'auto')} "
+            f"({result['rounds']} rounds x {result['steps']} steps) "
+            f"| auto = {auto['picked']}: {_rate(auto['steps_per_s'])} steps/s "
+            f"| {result['fastest']}: {fastest['steps_per_s']['median']:.1f} steps/s "
+            f"| {common.md_ratio(result['ratio'])} "
+            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
+
+
+def details(result: dict) -> str:
+    rows = ["| strategy | steps/s (median, min, max) | replicas | global batch | examples/s | "
+            "examples/s per replica | scaling efficiency | first step s |", "|---|---|---|---|---|---|---|---|"]
+    for name, entry in result["strategies"].items():
+        label = f"auto (= {entry['picked']})" if name == "auto" else name
+        rows.append(f"| {label} | {_rate(entry['steps_per_s'])} | {entry['replicas']} | {entry['global_batch']} "
+                    f"| {entry['examples_per_s']['median']:.0f} "
+                    f"| {entry['examples_per_s_per_replica']['median']:.0f} | {entry['scaling_efficiency']:.2f} "
+                    f"| {entry['first_step_s']['median']:.1f} |")
+    auto = result["auto"]
+    return "\n".join([
+        f"Each strategy in a fresh process, {result['rounds']} interleaved rounds of {result['steps']} timed steps "
+        f"after {result['warmup_steps']} untimed ones, on {result['cpus']} CPUs; a round's steps/s is the median "
+        f"of {WINDOWS} equal windows of its timed steps. batch_size is per replica, so a "
+        "step of a 2-replica strategy trains twice the examples: the target compares steps/s (as the issue "
+        "asks); examples/s is shown beside it. Scaling efficiency: examples/s per replica over the "
+        "one-replica default's examples/s. First step: tracing and filling the shuffle buffer (untimed).",
+        "",
+        *rows,
+        "",
+        f"`auto` picked **{auto['picked']}**: {auto['reason']}. Fastest by median steps/s: {result['fastest']}.",
+    ])
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["worker"]:
+        name, steps, warmup, graph, examples, logical = argv[1:7]
+        print(RESULT + json.dumps(worker(name, int(steps), int(warmup), graph, examples, int(logical))), flush=True)
+        return
+    result = run(quick="--quick" in argv)
+    print(json.dumps(result, indent=1))
+    print("\n".join(table_rows(result)))
+    print(details(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

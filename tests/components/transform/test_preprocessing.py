@@ -1,0 +1,57 @@
+"""The generic preprocessing_fn on tf.Transform's own Beam implementation, in memory: mean fills,
+z-scores, min-max and buckets over the values present, in one analysis phase."""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+
+from components.transform.preprocessing import preprocessing_fn
+
+# a column with two missing values (sparse, as TFX reads a CSV column that is sometimes empty)
+X = [1.0, 2.0, None, 4.0, 5.0, None, 8.0, 10.0]
+CONSTANT = [3.0] * len(X)
+LABEL = [0, 1, 0, 1, 1, 0, 1, 0]
+
+
+def transformed(features: list[dict]) -> dict[str, np.ndarray]:
+    import tensorflow as tf
+    import tensorflow_transform.beam as tft_beam
+    from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    rows = [{"x": [] if x is None else [x], "c": [c], "y": [y]} for x, c, y in zip(X, CONSTANT, LABEL, strict=True)]
+    metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec({
+        "x": tf.io.VarLenFeature(tf.float32), "c": tf.io.VarLenFeature(tf.float32),
+        "y": tf.io.VarLenFeature(tf.int64)}))
+    config = {"features": features, "label": {"name": "label", "column": "y", "expr": None, "task": "binary"}}
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+        (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
+            lambda inputs: preprocessing_fn(inputs, config), output_record_batches=False))
+    return {name: np.array([row[name] for row in out]).reshape(len(out), -1)[:, 0] for name in out[0]}
+
+
+def feature(name: str, column: str, transform: str, **extra) -> dict:
+    return {"name": name, "expr": column, "transform": transform, "fill": None, **extra}
+
+
+def test_mean_fill_and_statistics_over_the_values_present():
+    out = transformed([feature("z", "x", "zscore"), feature("m", "x", "minmax"), feature("i", "x", "identity"),
+                       feature("b", "x", "bucketize", buckets=2), feature("zc", "c", "zscore"),
+                       feature("mc", "c", "minmax"), {**feature("zf", "x", "zscore"), "fill": 0.0}])
+    present = np.array([v for v in X if v is not None])
+    mean, std = present.mean(), present.std()
+    filled = np.array([mean if v is None else v for v in X])
+    np.testing.assert_allclose(out["i"], filled, rtol=1e-6)  # missing values take the mean of those present
+    np.testing.assert_allclose(out["z"], (filled - mean) / std, rtol=1e-5, atol=1e-6)
+    assert out["z"][2] == pytest.approx(0.0, abs=1e-6) and out["z"][5] == pytest.approx(0.0, abs=1e-6)
+    np.testing.assert_allclose(out["m"], (filled - present.min()) / (present.max() - present.min()), rtol=1e-5)
+    assert set(out["b"]) == {0, 1} and out["b"][0] == 0 and out["b"][-1] == 1
+    np.testing.assert_allclose(out["zc"], 0.0, atol=1e-6)  # a constant column is centred, not divided by 0
+    np.testing.assert_allclose(out["mc"], 0.5)
+    np.testing.assert_array_equal(out["label"], LABEL)
+    zero_filled = np.array([0.0 if v is None else v for v in X])  # a constant fill is part of the statistics
+    np.testing.assert_allclose(out["zf"], (zero_filled - zero_filled.mean()) / zero_filled.std(), rtol=1e-5,
+                               atol=1e-6)
+
