@@ -1,0 +1,152 @@
+"""Scaling with data: `tfxd run examples/taxi.yaml --to Trainer` (1 epoch) at 10k, 100k and 1M taxi-shaped
+rows, made by resampling the real rows with jitter (seeded, cached per size and seed).
+
+Figure: ExampleGen + Transform + Trainer seconds per 10k rows at each size.
+Target (the issue): the per-row cost at 1M within 1.2x of the one at 100k, and the peak RSS of the whole
+`tfxd` process tree at 1M within 1.5x of the one at 100k (memory bounded, not growing with the data).
+"""
+
+from __future__ import annotations
+
+import os
+
+import common
+
+NAME = "scaling"
+SIZES = [10_000, 100_000, 1_000_000]
+QUICK_SIZES = [2_000, 10_000, 20_000]
+SEED = 20240501
+CHUNK = 50_000  # rows generated and written at a time
+COST_TARGET = 1.2  # per-row cost at the largest size over the one at the size before
+RSS_TARGET = 1.5  # peak RSS at the largest size over the one at the size before
+FIGURE = ("ExampleGen", "Transform", "Trainer")
+# The spec's default (beam.workers 0) runs Beam in memory below 64 MB of input and with a worker per CPU
+# above: 100k taxi rows (12 MB) and 1M (117 MB) would run differently. Pinned to the large-input choice
+# so that every size runs alike; None leaves the spec's default.
+BEAM_WORKERS: int | None = os.cpu_count() or 1
+SOURCE = os.path.join(common.REPO, "examples", "data", "taxi", "data.csv")
+FARE_JITTER = ["fare", "tips"]  # one factor per row for both: the label (tips > 0.2 fare) keeps its meaning
+TRIP_JITTER = ["trip_miles", "trip_seconds"]  # one factor per row for both
+PLACE_JITTER = ["pickup_latitude", "pickup_longitude", "dropoff_latitude", "dropoff_longitude"]
+
+
+def taxi_rows(size: int, seed: int = SEED) -> str:
+    """A CSV of ``size`` rows drawn from the taxi data with jitter (made once per size and seed, in chunks).
+    The other columns (times, areas, tracts, payment, company) are copied as they are, empty cells stay
+    empty, and integer columns stay integers."""
+    import numpy as np
+    import pandas as pd
+
+    folder = common.scratch("scaling-data", fresh=False)
+    path = os.path.join(folder, f"taxi-{size}-seed{seed}.csv")
+    if os.path.exists(path):
+        return path
+    source = pd.read_csv(SOURCE, dtype=str, keep_default_na=False)
+    jittered = FARE_JITTER + TRIP_JITTER + PLACE_JITTER
+    values = {c: source[c].replace("", "nan").astype(float).to_numpy() for c in jittered}
+    ints = {c for c in values if source[c][source[c] != ""].str.fullmatch(r"-?\d+").all()}
+    rng = np.random.default_rng(seed)
+    with open(path + ".tmp", "w", newline="") as out:
+        for start in range(0, size, CHUNK):
+            n = min(CHUNK, size - start)
+            pick = rng.integers(0, len(source), n)
+            chunk = source.iloc[pick].reset_index(drop=True)
+            fare, trip = rng.uniform(0.9, 1.1, n), rng.uniform(0.9, 1.1, n)  # +-10 %
+            for column in FARE_JITTER:
+                chunk[column] = _cells(values[column][pick] * fare, column in ints, 2)
+            for column in TRIP_JITTER:
+                chunk[column] = _cells(values[column][pick] * trip, column in ints, 2)
+            for column in PLACE_JITTER:  # about +-100 m
+                chunk[column] = _cells(values[column][pick] + rng.uniform(-0.001, 0.001, n), column in ints, 6)
+            chunk.to_csv(out, header=start == 0, index=False)
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def _cells(numbers, integer: bool, digits: int) -> list[str]:
+    """Numbers as CSV cells: NaN stays an empty cell, integer columns get integers."""
+    if integer:
+        return ["" if x != x else str(round(x)) for x in numbers]
+    return ["" if x != x else str(round(x, digits)) for x in numbers]
+
+
+def _one(size: int) -> dict:
+    """`tfxd run` up to the Trainer (1 epoch) on ``size`` rows: wall seconds, peak RSS, seconds per component."""
+    data = taxi_rows(size)
+    root = common.scratch(f"scaling-run-{size}")
+    command = [common.TFXD, "run", common.TAXI_SPEC, "--to", "Trainer", "--set", f"root={root}",
+               "--set", f"data.path={data}", "--set", "training.epochs=1", "--set", "training.steps=null"]
+    if BEAM_WORKERS is not None:
+        command += ["--set", f"beam.workers={BEAM_WORKERS}"]
+    measured = common.measure(command, cwd=common.REPO, log=os.path.join(root, "run.log"))
+    summary = common.run_summary(root)
+    components = {c["name"]: c["seconds"] for c in summary["components"]}
+    figure = sum(components[name] for name in FIGURE)
+    return {
+        "rows": size,
+        "components_s": components,
+        "figure_s": figure,
+        "s_per_10k": figure / size * 10_000,
+        "wall_s": measured["seconds"],
+        "peak_rss_mb": measured["peak_rss_mb"],
+        "splits": (summary.get("examples") or {}).get("splits"),
+    }
+
+
+def run(quick: bool = False) -> dict:
+    sizes = QUICK_SIZES if quick else SIZES
+    per_size = [_one(size) for size in sizes]  # smallest first: the data cache and the file cache warm up
+    base, big = per_size[-2], per_size[-1]
+    ratio = big["s_per_10k"] / base["s_per_10k"]
+    rss_ratio = big["peak_rss_mb"] / base["peak_rss_mb"]
+    return {
+        "name": NAME,
+        "quick": quick,
+        "seed": SEED,
+        "beam": "spec default (beam.workers 0)" if BEAM_WORKERS is None else
+                f"direct runner, beam.workers={BEAM_WORKERS} "
+                f"({'in_memory' if BEAM_WORKERS == 1 else 'multi_processing'})",
+        "sizes": per_size,
+        "per_10k_s": {str(s["rows"]): s["s_per_10k"] for s in per_size},
+        # the cost of the rows added from one size to the next, free of the fixed start-up costs
+        "marginal_per_10k_s": {f"{_rows(a['rows'])}-{_rows(b['rows'])}":
+                               (b["figure_s"] - a["figure_s"]) / (b["rows"] - a["rows"]) * 10_000
+                               for a, b in zip(per_size[:-1], per_size[1:], strict=True)},
+        "ratio": common.stats([ratio]),  # one run per size
+        "rss_ratio": rss_ratio,
+        "linear": ratio <= COST_TARGET,
+        "bounded": rss_ratio <= RSS_TARGET,
+        "target": f"s per 10k rows at {_rows(big['rows'])} <= {COST_TARGET}x the one at {_rows(base['rows'])}; "
+                  f"peak RSS <= {RSS_TARGET}x",
+        "met": ratio <= COST_TARGET and rss_ratio <= RSS_TARGET,
+    }
+
+
+def _rows(n: int) -> str:
+    return f"{n // 1_000_000}M" if n >= 1_000_000 and n % 1_000_000 == 0 else f"{n // 1000}k"
+
+
+def table_rows(result: dict) -> list[str]:
+    base, big = result["sizes"][-2], result["sizes"][-1]
+    return [f"| Scaling: ExampleGen + Transform + Trainer (1 epoch), {_rows(big['rows'])} vs "
+            f"{_rows(base['rows'])} taxi-shaped rows (s per 10k rows; peak RSS) "
+            f"| {big['s_per_10k']:.2f} s, {big['peak_rss_mb']:.0f} MB "
+            f"| {base['s_per_10k']:.2f} s, {base['peak_rss_mb']:.0f} MB "
+            f"| {common.md_ratio(result['ratio'])} (RSS {result['rss_ratio']:.2f}x) "
+            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
+
+
+def details(result: dict) -> str:
+    lines = [f"Seed {result['seed']}; Beam: {result['beam']}; one run per size. Figure = ExampleGen + Transform "
+             "+ Trainer; the other columns ran too but are not in it. Peak RSS: the whole `tfxd` process tree.", ""]
+    names = list(FIGURE) + [n for n in result["sizes"][0]["components_s"] if n not in FIGURE]
+    lines.append("| rows | " + " | ".join(f"{n} s" for n in names)
+                 + " | figure s | s per 10k rows | wall s | peak RSS MB |")
+    lines.append("|---" * (len(names) + 5) + "|")
+    for s in result["sizes"]:
+        cells = [f"{s['components_s'].get(n, float('nan')):.1f}" for n in names]
+        lines.append(f"| {s['rows']:,} | " + " | ".join(cells)
+                     + f" | {s['figure_s']:.1f} | {s['s_per_10k']:.2f} | {s['wall_s']:.1f} | {s['peak_rss_mb']:.0f} |")
+    marginal = ", ".join(f"{k}: {v:.2f} s" for k, v in result["marginal_per_10k_s"].items())
+    lines += ["", f"Seconds per 10k rows added from one size to the next (no fixed costs): {marginal}."]
+    return "\n".join(lines)
