@@ -186,13 +186,16 @@ def tfx_pipeline(loaded: LoadedSpec, root: str, to: str | None = None, target: s
     for ``target`` kubeflow or vertex (the target's root and image; its own metadata)."""
     from tfx.orchestration import metadata, pipeline
 
-    from pipeline.beam_args import beam_args
+    from pipeline.beam_args import beam_args, lighten_in_memory_runner
     from pipeline.data_columns import input_bytes
     from pipeline.placement import Placement
 
     spec = loaded.spec
     place = Placement(loaded, target)
     image = getattr(spec.targets, target).image if place.on_cluster else None
+    args = beam_args(spec, image, None if place.on_cluster else input_bytes(loaded))
+    if not place.on_cluster:
+        lighten_in_memory_runner(args)
     return pipeline.Pipeline(
         pipeline_name=spec.name,
         pipeline_root=place.pipeline_root(),
@@ -200,5 +203,5 @@ def tfx_pipeline(loaded: LoadedSpec, root: str, to: str | None = None, target: s
         enable_cache=True,
         metadata_connection_config=None if place.on_cluster else metadata.sqlite_metadata_connection_config(
             metadata_path(root)),
-        beam_pipeline_args=beam_args(spec, image, None if place.on_cluster else input_bytes(loaded)),
+        beam_pipeline_args=args,
     )

@@ -147,9 +147,11 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
     failure: BaseException | None = None
     tfx = None
     try:
+        from pipeline import tf_env
         from pipeline.assemble import tfx_pipeline
 
         tfx = tfx_pipeline(loaded, root, to)
+        tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
         _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except Exception as exc:  # noqa: BLE001 - any failure ends here and is reported with the log
         failure = exc

@@ -14,6 +14,7 @@ from typing import Any
 
 from absl import logging
 
+from pipeline import tf_env
 from trainer_module import callbacks as callback_builder
 from trainer_module import data, export, models, planner, strategy
 
@@ -51,6 +52,8 @@ def run_fn(fn_args) -> dict[str, Any]:
     import tensorflow_transform as tft
 
     from components.transform import feature_info
+
+    tf_env.leave_tf_keras_to_itself()
 
     config = fn_args.custom_config
     spec = config[SPEC_KEY]

@@ -53,8 +53,14 @@ def _dense(name: str, tensor: Any) -> tf.Tensor:
     default = b"" if string else float("nan")
     if not string:
         tensor = _cast_values(tensor, tf.float64)
-    if isinstance(tensor, tf.SparseTensor):
-        tensor = tf.RaggedTensor.from_sparse(tensor)
+    if isinstance(tensor, tf.SparseTensor):  # a column that may be empty: at most one value per record
+        one_at_most = tf.debugging.assert_less_equal(
+            tensor.dense_shape[1], tf.constant(1, tf.int64),
+            message=f"column {name!r} has records with several values; tfxd transforms single values "
+                    "and fixed-length lists")
+        with tf.control_dependencies([one_at_most]):
+            single = tf.SparseTensor(tensor.indices, tensor.values, [tensor.dense_shape[0], 1])
+            return tf.squeeze(tf.sparse.to_dense(single, default_value=default), axis=1)
     if isinstance(tensor, tf.RaggedTensor):
         too_many = tf.debugging.assert_equal(
             tf.reduce_all(tensor.row_lengths() <= 1), True,

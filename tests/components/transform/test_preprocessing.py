@@ -16,12 +16,13 @@ CONSTANT = [3.0] * len(X)
 LABEL = [0, 1, 0, 1, 1, 0, 1, 0]
 
 
-def transformed(features: list[dict]) -> dict[str, np.ndarray]:
+def transformed(features: list[dict], x: list | None = None) -> dict[str, np.ndarray]:
     import tensorflow as tf
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-    rows = [{"x": [] if x is None else [x], "c": [c], "y": [y]} for x, c, y in zip(X, CONSTANT, LABEL, strict=True)]
+    rows = [{"x": v if isinstance(v, list) else [] if v is None else [v], "c": [c], "y": [y]}
+            for v, c, y in zip(x or X, CONSTANT, LABEL, strict=True)]
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec({
         "x": tf.io.VarLenFeature(tf.float32), "c": tf.io.VarLenFeature(tf.float32),
         "y": tf.io.VarLenFeature(tf.int64)}))
@@ -55,3 +56,8 @@ def test_mean_fill_and_statistics_over_the_values_present():
     np.testing.assert_allclose(out["zf"], (zero_filled - zero_filled.mean()) / zero_filled.std(), rtol=1e-5,
                                atol=1e-6)
 
+
+
+def test_a_column_with_several_values_in_a_record_is_refused_by_name():
+    with pytest.raises(Exception, match="x.* has records with several values; tfxd transforms single values"):
+        transformed([feature("z", "x", "zscore")], x=[[1.0, 2.0], *X[1:]])
