@@ -137,7 +137,7 @@ def table_rows(result: dict) -> list[str]:
 
 
 def details(result: dict) -> str:
-    lines = [f"Seed {result['seed']}; Beam: {result['beam']}; one run per size. Figure = ExampleGen + Transform "
+    lines = ["### Scaling with data", "", f"Seed {result['seed']}; Beam: {result['beam']}; one run per size. Figure = ExampleGen + Transform "
              "+ Trainer; the other columns ran too but are not in it. Peak RSS: the whole `tfxd` process tree.", ""]
     names = list(FIGURE) + [n for n in result["sizes"][0]["components_s"] if n not in FIGURE]
     lines.append("| rows | " + " | ".join(f"{n} s" for n in names)

@@ -221,6 +221,8 @@ def details(result: dict) -> str:
                     f"| {entry['first_step_s']['median']:.1f} |")
     auto = result["auto"]
     return "\n".join([
+        "### Strategy choice",
+        "",
         f"Each strategy in a fresh process, {result['rounds']} interleaved rounds of {result['steps']} timed steps "
         f"after {result['warmup_steps']} untimed ones, on {result['cpus']} CPUs; a round's steps/s is the median "
         f"of {WINDOWS} equal windows of its timed steps. batch_size is per replica, so a "
