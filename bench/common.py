@@ -110,5 +110,19 @@ def taxi_transform() -> dict[str, str]:
     return dict(_TRANSFORM)
 
 
+RESULT = "RESULT "  # the line a worker process prints its measurement on, as JSON
+
+
+def print_result(value: dict) -> None:
+    """A worker's answer to its driver, on stdout."""
+    print(RESULT + json.dumps(value), flush=True)
+
+
+def read_result(output: str) -> dict | None:
+    """The last result a worker printed in ``output``, or None."""
+    lines = [line for line in output.splitlines() if line.startswith(RESULT)]
+    return json.loads(lines[-1][len(RESULT):]) if lines else None
+
+
 def md_ratio(ratio: dict[str, float], digits: int = 2) -> str:
     return f"{ratio['median']:.{digits}f} (min {ratio['min']:.{digits}f}, max {ratio['max']:.{digits}f})"

@@ -36,15 +36,20 @@ def _tfx_home(example: str) -> str:
     return home
 
 
-def _node_seconds(metadata_db: str) -> dict[str, float]:
-    """Each component's execution time (ML Metadata: registered -> published), by node id."""
+def _store(metadata_db: str):
+    """TFX's ML Metadata store (SQLite), read-only."""
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2
 
     config = metadata_store_pb2.ConnectionConfig()
     config.sqlite.filename_uri = metadata_db
     config.sqlite.connection_mode = metadata_store_pb2.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
+    return metadata_store.MetadataStore(config)
+
+
+def _node_seconds(metadata_db: str) -> dict[str, float]:
+    """Each component's execution time (ML Metadata: registered -> published), by node id."""
+    store = _store(metadata_db)
     seconds = {}
     for context in store.get_contexts_by_type("node"):
         node = context.name.rsplit(".", 1)[-1]
@@ -55,15 +60,9 @@ def _node_seconds(metadata_db: str) -> dict[str, float]:
 
 def _tfx_accuracy(metadata_db: str) -> float:
     """binary_accuracy over the eval split, from TFX's Evaluator output (read as tfxd reads its own)."""
-    from ml_metadata.metadata_store import metadata_store
-    from ml_metadata.proto import metadata_store_pb2
-
     from pipeline.evaluation import metrics_per_slice
 
-    config = metadata_store_pb2.ConnectionConfig()
-    config.sqlite.filename_uri = metadata_db
-    store = metadata_store.MetadataStore(config)
-    evaluation = store.get_artifacts_by_type("ModelEvaluation")[-1]
+    evaluation = _store(metadata_db).get_artifacts_by_type("ModelEvaluation")[-1]
     return metrics_per_slice(evaluation.uri)[0]["metrics"]["binary_accuracy"]
 
 

@@ -16,7 +16,6 @@ Target (issue): the input function reads at least 0.95 of the plain read's examp
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -31,7 +30,6 @@ PAIRS, QUICK_PAIRS = 5, 3
 READS, QUICK_READS = 5, 2  # timed reads per run, each of training.steps batches from a freshly built pipeline
 TARGET = 0.95
 TIMEOUT_S = 600
-RESULT = "RESULT "
 # tfxd_nocache: training.input.cache=false; plain_noshuffle: the plain read without its shuffle
 SIDES, QUICK_SIDES = ["tfxd", "plain", "tfxd_nocache", "plain_noshuffle"], ["tfxd", "plain"]
 
@@ -128,10 +126,10 @@ def _measure(side: str, reads: int, uris: dict[str, str], log: str) -> dict:
                               timeout=TIMEOUT_S)
         err.seek(0)
         tail = err.read()[-3000:]
-    lines = [line for line in done.stdout.splitlines() if line.startswith(RESULT)]
-    if done.returncode != 0 or not lines:
+    result = common.read_result(done.stdout)
+    if done.returncode != 0 or result is None:
         raise RuntimeError(f"{side} exited with {done.returncode}; its log: {log}\n{tail}")
-    return json.loads(lines[-1][len(RESULT):])
+    return result
 
 
 def run(quick: bool = False) -> dict:
@@ -231,7 +229,7 @@ def details(result: dict) -> str:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         side, reads, graph_uri, examples_uri = sys.argv[2:6]
-        print(RESULT + json.dumps(worker(side, int(reads), graph_uri, examples_uri)), flush=True)
+        common.print_result(worker(side, int(reads), graph_uri, examples_uri))
     else:
         outcome = run(quick="--quick" in sys.argv)
         print("\n".join(table_rows(outcome)))

@@ -37,7 +37,6 @@ WARMUP = 100
 LOGICAL_CPUS = 2  # for Mirrored on CPUs
 TIMEOUT_S = 600
 TOLERANCE = 0.05
-RESULT = "RESULT "
 
 
 # ---- one measurement, in a fresh interpreter: `python bench/strategies.py worker ...` ----
@@ -146,10 +145,10 @@ def _measure(name: str, steps: int, warmup: int, uris: dict[str, str], logs: str
     chief_log = processes[0][0]  # worker 0 is the chief
     with open(chief_log) as handle:
         text = handle.read()
-    lines = [line for line in text.splitlines() if line.startswith(RESULT)]
-    if any(process.returncode for _, process in processes) or not lines:
+    result = common.read_result(text)
+    if any(process.returncode for _, process in processes) or result is None:
         raise RuntimeError(f"{name} left no result; its log: {chief_log}\n{text[-3000:]}")
-    return json.loads(lines[-1][len(RESULT):])
+    return result
 
 
 def run(quick: bool = False) -> dict:
@@ -239,7 +238,7 @@ def details(result: dict) -> str:
 def main(argv: list[str]) -> None:
     if argv[:1] == ["worker"]:
         name, steps, warmup, graph, examples, logical = argv[1:7]
-        print(RESULT + json.dumps(worker(name, int(steps), int(warmup), graph, examples, int(logical))), flush=True)
+        common.print_result(worker(name, int(steps), int(warmup), graph, examples, int(logical)))
         return
     result = run(quick="--quick" in argv)
     print(json.dumps(result, indent=1))
