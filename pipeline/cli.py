@@ -62,7 +62,7 @@ def cli(verbose: bool) -> None:
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @click.option("--target", type=_target_choice(), help="Also check the spec against this target.")
 @_set_option
 @_fails_well
@@ -82,7 +82,7 @@ def validate(spec: str, target: str | None, sets: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @click.option("--target", type=_target_choice(), help="Also check the spec against this target.")
 @_set_option
 @_fails_well
@@ -96,7 +96,7 @@ def render(spec: str, target: str | None, sets: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @click.option("--to", "to", metavar="COMPONENT", help="Stop after this component.")
 @_set_option
 @click.pass_context
@@ -123,7 +123,7 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
 
 
 @cli.command(name="compile")
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @click.option("--target", type=click.Choice(["kubeflow", "vertex"]), required=True,
               help="kubeflow: a KFP v2 PipelineSpec (YAML); vertex: a Vertex PipelineJob (JSON).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")
@@ -219,7 +219,7 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @_cluster_target
 @click.option("--wait", is_flag=True, help="Follow the run to its end, a line per state change.")
 @_endpoint_option
@@ -253,7 +253,7 @@ def submit(spec: str, target: str, wait: bool, endpoint: str | None, sets: tuple
 
 @cli.command()
 @click.argument("action", type=click.Choice(["apply", "pause", "resume", "delete", "list"]))
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @_cluster_target
 @_endpoint_option
 @_set_option
@@ -290,7 +290,7 @@ def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tu
 
 
 @cli.command()
-@click.argument("spec", type=click.Path(dir_okay=False))
+@click.argument("spec", type=click.Path())
 @click.option("--format", "fmt", type=click.Choice(["mermaid", "dot", "svg", "png"]), default="mermaid",
               show_default=True, help="Mermaid or DOT text; SVG or PNG through graphviz.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write to FILE instead of stdout.")

@@ -89,3 +89,6 @@ def check(loaded: LoadedSpec, problems: Problems) -> None:
         need(("data", "split_key"), spec.data.split_key, "split key")
     for column in spec.data.columns:
         need(("data", "columns", column), column, "column")
+    for index, slice_columns in enumerate(spec.evaluation.slices):  # TFMA slices the raw examples
+        for position, column in enumerate(slice_columns):
+            need(("evaluation", "slices", index, position), column, "slice column")

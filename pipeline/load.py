@@ -145,6 +145,8 @@ def _locate_all(exc: ValidationError, doc: Document) -> list[Located]:
             by_path.setdefault(problem.path, []).append((error, problem))
     located = []
     for path, found in by_path.items():
+        if _other_branch_went_deeper(path, found, by_path, _value_at(doc.data, path)):
+            continue
         found = _prefer_matching_kind(found, _value_at(doc.data, path))
         problem = found[0][1]
         if len(found) > 1:
@@ -168,6 +170,14 @@ def _prefer_matching_kind(found: list, value: Any) -> list:
     else:
         kept = [item for item in found if item[0]["type"] not in _MAPPING_ERRORS]
     return kept or found
+
+
+def _other_branch_went_deeper(path: tuple, found: list, by_path: dict, value: Any) -> bool:
+    """A mapping refused by a union's scalar branch (``optimizer: adam``) while its mapping branch
+    reported the key inside that is wrong: only the key inside is the user's problem."""
+    if not isinstance(value, dict) or any(item[0]["type"] not in _SCALAR_ERRORS for item in found):
+        return False
+    return any(len(other) > len(path) and other[:len(path)] == path for other in by_path)
 
 
 _SCALAR_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_error", "list_type"}
@@ -195,11 +205,37 @@ def _problems(error: dict[str, Any], data: Any) -> list[Problem]:
         hint = (f"did you mean {close!r}? " if close else "") + f"allowed values: {', '.join(allowed)}"
         return [Problem(path, f"{value!r} is not allowed here", hint)]
     field = _field(path)
-    message = error["msg"][0].lower() + error["msg"][1:]
-    if not isinstance(error["input"], (dict, list)):
-        message += f", got {error['input']!r}"
-    hint = f"{path[-1]}: {field.description}" if field is not None and field.description else None
+    if kind == "string_pattern_mismatch":  # the regex means nothing to a user; the hint says the form
+        message = f"{_shown(error['input'])} does not have the form this key takes"
+    else:
+        message = error["msg"][0].lower() + error["msg"][1:]
+        if not isinstance(error["input"], (dict, list)):
+            message += f", got {_shown(error['input'])}"
+    if kind in _RANGE_ERRORS or field is None or not field.description:
+        hint = _KIND_HINTS.get(kind, "`tfxd schema` shows what every key takes")
+    else:
+        hint = f"{path[-1]}: {field.description}"
     return [Problem(path, message, hint)]
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit - 15]}... ({len(str(value))} characters)"
+
+
+_RANGE_ERRORS = ("greater_than", "greater_than_equal", "less_than", "less_than_equal")
+# how to write a value pydantic refused, for keys without a description of their own
+_KIND_HINTS = {
+    "int_type": "write a whole number without quotes", "int_parsing": "write a whole number without quotes",
+    "int_from_float": "write a whole number without quotes",
+    "float_type": "write a number without quotes", "float_parsing": "write a number without quotes",
+    "bool_type": "write true or false", "bool_parsing": "write true or false",
+    "string_type": "write text (quote it if YAML would read it as a number, boolean or null)",
+    "list_type": "write a list: `[a, b]` or one `- item` per line",
+    "dict_type": "write a mapping: `key: value` lines indented under it",
+    "model_type": "write a mapping: `key: value` lines indented under it",
+    **{kind: "use a value inside that range" for kind in _RANGE_ERRORS},
+}
 
 
 def _data_path(loc: tuple, data: Any) -> tuple:
@@ -223,7 +259,8 @@ def _holds(node: Any, part: Any) -> bool:
 
 
 def _is_key_name(part: str) -> bool:
-    return part.replace("_", "a").isalnum() and part[0].isalpha() and "[" not in part
+    # spec keys are snake_case; a capitalised part is a union's tag (a model's class name)
+    return part.replace("_", "a").isalnum() and part[0].islower() and "[" not in part
 
 
 def _value_at(data: Any, path: tuple) -> Any:

@@ -83,7 +83,8 @@ def parse(text: str, source: str) -> Document:
             "check the indentation and quoting around this position")
         raise _syntax_error(exc, source, _yaml_problem(exc), hint) from None
     except YAMLError as exc:
-        raise SpecError([Located(source, 1, 1, "(top level)", f"not valid YAML: {exc}")]) from None
+        raise SpecError([Located(source, 1, 1, "(top level)", f"not valid YAML: {exc}",
+                                 "check the file is a YAML mapping of keys")]) from None
     doc = Document(source, None)
     problems: list[Problem] = []
     doc.data = _plain(root, (), doc, problems)
@@ -107,7 +108,8 @@ def load(path: str) -> Document:
         raise SpecError([Located(path, 1, 1, "(file)", f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                                  "save the spec as UTF-8")]) from None
     except OSError as exc:
-        raise SpecError([Located(path, 1, 1, "(file)", f"cannot read: {exc.strerror}")]) from None
+        raise SpecError([Located(path, 1, 1, "(file)", f"cannot read: {exc.strerror}",
+                                 "check that the file is readable by this user")]) from None
     return parse(text, path)
 
 
@@ -136,6 +138,8 @@ def _plain(node: Any, path: Path, doc: Document, problems: list[Problem]) -> Any
             value_line, value_col = node.lc.value(key)
             child = (*path, key)
             doc.keys[child] = Position(doc.source, key_line + 1, key_col + 1)
+            if node[key] is None:  # an empty value: ruamel marks wherever the next token starts
+                value_line, value_col = key_line, key_col + len(str(key)) + 1
             doc.values[child] = Position(doc.source, value_line + 1, value_col + 1)
             result[key] = _plain(node[key], child, doc, problems)
         return result

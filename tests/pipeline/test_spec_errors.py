@@ -1,4 +1,5 @@
-"""Wrong specs: each fails with exit 2, file:line:col, the key path and a hint, and no traceback."""
+"""Wrong specs (a corpus of 60+): each fails with exit 2, file:line:col, the key path and a hint, no
+traceback and nothing written; no YAML tag constructs anything."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import re
 import pytest
 
 from tests.conftest import BASE_SPEC, run_cli, write_spec
+
+DIRECTORY = None  # the spec path is a folder
 
 
 def edit(old: str, new: str) -> str:
@@ -150,12 +153,60 @@ CASES = [
      "no file matches"),
     ("schema-file-missing", BASE_SPEC + "validation:\n  schema: missing/schema.pbtxt\n", 20,
      "validation.schema", "does not exist"),
+    ("spec-not-utf8", b"tfxd: 1\nname: d\xe9mo\n", 1, "(file)", "not UTF-8 text"),
+    ("spec-is-a-directory", DIRECTORY, 1, "(file)", "is a directory"),
+    # YAML tags: none constructs anything
+    ("python-object-tag", BASE_SPEC + "extra: !!python/object:os.system x\n", 19, "extra",
+     "YAML tags are not allowed"),
+    ("python-name-tag", edit("  column: target", "  column: !!python/name:os.system"), 14, "label.column",
+     "YAML tags are not allowed"),
+    ("custom-tag", edit("  steps: 10", "  steps: !ten 10"), 18, "training.steps", "YAML tags are not allowed"),
+    # more wrong values, deeper keys and contradictions
+    ("empty-name", edit("name: demo", "name:"), 2, "name", "valid string"),
+    ("very-long-name", edit("name: demo", "name: " + "a" * 200), 2, "name", "(200 characters)"),
+    ("negative-learning-rate", BASE_SPEC + "model:\n  optimizer: {name: adam, learning_rate: -1}\n", 20,
+     "model.optimizer.learning_rate", "greater than 0"),
+    ("eval-steps-zero", BASE_SPEC + "  eval_steps: 0\n", 19, "training.eval_steps", "greater than or equal to 1"),
+    ("negative-seed", BASE_SPEC + "  seed: -3\n", 19, "training.seed", "greater than or equal to 0"),
+    ("negative-beam-workers", BASE_SPEC + "beam:\n  workers: -1\n", 20, "beam.workers",
+     "greater than or equal to 0"),
+    ("negative-patience", BASE_SPEC + "  callbacks: {early_stopping: {patience: -2}}\n", 19,
+     "training.callbacks.early_stopping.patience", "greater than or equal to 0"),
+    ("unknown-threshold-key", BASE_SPEC + "evaluation:\n  thresholds:\n    auc: {minimum: 0.5}\n", 21,
+     "evaluation.thresholds.auc.minimum", "allowed keys here: min, max, max_drop"),
+    ("threshold-min-above-max", BASE_SPEC + "evaluation:\n  thresholds:\n    auc: {min: 0.9, max: 0.5}\n", 21,
+     "evaluation.thresholds.auc.min", "swap them"),
+    ("kubeflow-without-image", BASE_SPEC + "targets:\n  kubeflow: {host: 'http://x'}\n", 20,
+     "targets.kubeflow.image", "add `image: ...`"),
+    ("unset-variable-in-target", BASE_SPEC + "targets:\n  kubeflow:\n    image: ${TFXD_TEST_UNSET_IMAGE}\n", 21,
+     "targets.kubeflow.image", "TFXD_TEST_UNSET_IMAGE is not set"),
+    ("malformed-variable", edit("  path: data.csv", "  path: ${data"), 5, "data.path",
+     "malformed variable reference"),
+    ("vertex-bad-timezone", BASE_SPEC + "targets:\n  vertex:\n    project: my-project\n    region: us-central1\n"
+     "    image: img\n    root: gs://bucket/p\n    schedule: {cron: '0 3 * * *', timezone: Europe/Nowhere}\n",
+     25, "targets.vertex.schedule.timezone", "unknown time zone 'Europe/Nowhere'"),
+    ("cron-shorthand", BASE_SPEC + "targets:\n  kubeflow:\n    image: img\n    schedule: {cron: '@hourly'}\n", 22,
+     "targets.kubeflow.schedule.cron", "5 fields"),
+    ("expression-syntax", edit("  column: target", "  expr: 'x >'"), 14, "label.expr", "not a valid expression"),
+    ("expression-unknown-function", edit("  column: target", "  expr: 'sqrtt(x) > 1'"), 14, "label.expr",
+     "function 'sqrtt' cannot be called"),
+    ("slice-column-missing", BASE_SPEC + "evaluation:\n  slices: [[], [xx]]\n", 20, "evaluation.slices[1][0]",
+     "slice column 'xx' is not a column of data.csv"),
+    ("feature-expr-column-missing", edit("    transform: zscore", "    expr: 'x * cty'\n    transform: zscore"), 8,
+     "features[0].expr", "column 'cty' is not a column of data.csv"),
 ]
 
 
 @pytest.mark.parametrize(("text", "line", "path", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_wrong_spec_is_refused_with_position_path_and_hint(project, text, line, path, needle):
-    spec = write_spec(project, text)
+    if text is DIRECTORY:
+        spec = project / "spec.yaml"
+        spec.mkdir()
+    elif isinstance(text, bytes):
+        spec = project / "spec.yaml"
+        spec.write_bytes(text)
+    else:
+        spec = write_spec(project, text)
     before = sorted(p.name for p in project.iterdir())
     result = run_cli("validate", str(spec))
     assert result.exit_code == 2, result.output
@@ -164,12 +215,13 @@ def test_wrong_spec_is_refused_with_position_path_and_hint(project, text, line, 
     assert match, result.output
     assert int(match.group(1)) == line, result.output
     assert needle in result.output
+    assert "\n    hint: " in result.output, result.output
     assert "nothing was written" in result.output
     assert sorted(p.name for p in project.iterdir()) == before
 
 
 def test_enough_wrong_specs():
-    assert len(CASES) >= 30
+    assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
 
 
 def test_every_problem_is_reported_at_once(project):
@@ -241,3 +293,13 @@ def test_beam_profile_rules(project, beam, path, needle):
     result = run_cli("validate", str(write_spec(project, BASE_SPEC + beam)))
     assert result.exit_code == 2
     assert f": {path}: " in result.output and needle in result.output
+
+
+@pytest.mark.parametrize("verb", [("validate",), ("run",), ("compile", "--target", "vertex"), ("render",)])
+def test_no_yaml_tag_constructs_anything(project, verb):
+    marker = project / "constructed"
+    spec = write_spec(project, edit("  column: target",
+                                    f"  column: !!python/object/apply:os.system ['touch {marker}']"))
+    result = run_cli(*verb, str(spec))
+    assert result.exit_code == 2 and "YAML tags are not allowed" in result.output
+    assert not marker.exists()
