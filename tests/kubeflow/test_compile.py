@@ -1,6 +1,7 @@
 """`tfxd compile`: the three examples compile offline for both targets into files that parse strictly
 into kfp-pipeline-spec's protos, name only importable executors, hold no local path, come out
-byte-identical twice, and carry resources, runtime parameters and Vertex worker pools."""
+byte-identical twice (from other folders, under other environments,
+with no environment value but those the spec interpolates), and carry resources, runtime parameters and Vertex worker pools."""
 
 from __future__ import annotations
 
@@ -95,6 +96,40 @@ def test_no_local_paths_and_byte_identical(compiled, tmp_path):
     assert result.returncode == 0, result.stderr
     assert again.read_bytes() == compiled[("taxi", "vertex")].read_bytes()
     assert sorted(os.listdir(tmp_path)) == ["taxi.json"]  # nothing else written
+
+
+SECRETS = {"TFXD_TEST_TOKEN": "s3cr3t-t0ken-value", "AWS_SECRET_ACCESS_KEY": "aws-s3cr3t-key-value",
+           "GOOGLE_APPLICATION_CREDENTIALS": "/secret/place/creds.json", "KFP_BEARER": "bearer-s3cr3t-value"}
+
+
+def test_only_interpolated_environment_reaches_the_compiled_files(tmp_path):
+    """Compiled from two folders, under two environments full of look-alike credentials: the files are
+    byte-identical, hold the one value the spec interpolates, and none of the rest of the environment."""
+    outputs = []
+    for name, extra_env in (("a", {}), ("b", SECRETS)):
+        folder = tmp_path / name
+        folder.mkdir()
+        spec = _spec_with(folder, "")
+        spec.write_text(spec.read_text().replace("image: us-docker.pkg.dev/my-project/ml/tfxd-taxi:0.1.0",
+                                                 "image: us-docker.pkg.dev/my-project/ml/tfxd-taxi:${TFXD_TEST_TAG}"))
+        env = {**os.environ, **extra_env, "TFXD_TEST_TAG": "v7", "HOME": str(folder)}
+        binary = os.path.join(os.path.dirname(sys.executable), "tfxd")
+        for target in ("vertex", "kubeflow"):
+            out = folder / f"taxi-{target}.out"
+            result = subprocess.run([binary, "compile", str(spec), "--target", target, "-o", str(out)],
+                                    capture_output=True, text=True, cwd=folder, env=env, timeout=600)
+            assert result.returncode == 0, result.stderr
+            outputs.append(out)
+    a_vertex, a_kubeflow, b_vertex, b_kubeflow = (p.read_bytes() for p in outputs)
+    assert a_vertex == b_vertex and a_kubeflow == b_kubeflow
+    assert b"tfxd-taxi:v7" in b_vertex
+    skipped = {"TFXD_TEST_TAG", "PWD", "OLDPWD", "SHLVL", "_"}
+    values = {v for k, v in {**os.environ, **SECRETS}.items() if k not in skipped and len(v) >= 8}
+    for text in (b_vertex.decode(), b_kubeflow.decode()):
+        leaked = sorted(v for v in values if v in text and not v.startswith(("us-central1", "/tfxd")))
+        assert leaked == [], leaked
+        for word in ("private_key", "password", "access_token", "BEGIN PRIVATE KEY"):
+            assert word not in text
 
 
 def test_vertex_file_loads_in_the_aiplatform_sdk(compiled):
