@@ -1,7 +1,7 @@
 """`tfxd compile`: the three examples compile offline for both targets into files that parse strictly
-into kfp-pipeline-spec's protos, name only importable executors, hold no local path, come out
-byte-identical twice (from other folders, under other environments,
-with no environment value but those the spec interpolates), and carry resources, runtime parameters and Vertex worker pools."""
+into kfp-pipeline-spec's protos, name only importable executors, hold no local path and no environment
+value but those the spec interpolates, come out byte-identical (twice, from other folders, under other
+environments), and carry resources, runtime parameters and Vertex worker pools."""
 
 from __future__ import annotations
 
