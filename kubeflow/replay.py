@@ -37,6 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from pipeline.beam_args import direct_args
 from pipeline.files import write_json
 from pipeline.local_run import RunFailed
 from pipeline.placement import IMAGE_PROJECT_DIR
@@ -45,12 +46,11 @@ INDEX_FILE = "artifacts.json"
 BUCKET_DIR = "bucket"
 BUCKET_SCHEMES = ("gs", "s3")
 NAME_PREFIX = "tfxd-replay"
-_IN_MEMORY_BEAM = ["--runner=DirectRunner", "--direct_running_mode=in_memory", "--direct_num_workers=1",
-                   "--sdk_container_image=none-needed-by-the-direct-runner"]
+_IN_MEMORY_BEAM = direct_args("in_memory", 1)
 # Beam flags that pick the runner and its workers: replaced by _IN_MEMORY_BEAM under beam_in_memory.
 _RUNNER_FLAGS = {"runner", "direct_running_mode", "direct_num_workers", "environment_type", "environment_config",
                  "flink_master", "flink_submit_uber_jar", "spark_master_url", "spark_submit_uber_jar",
-                 "sdk_container_image"}
+                 "sdk_container_image", "update_compatibility_version"}
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
 # The Vertex custom-job Trainer launches replicas in the cloud; replayed, tfxd's Trainer trains here.
 _LOCAL_EXECUTORS = {"kubeflow.vertex_trainer.Executor": "components.trainer.executor.Executor"}

@@ -12,6 +12,16 @@ from pipeline.spec import Spec
 _NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 
 
+# Beam 2.74's DirectRunner first hands every pipeline to the Prism runner, a Go binary it downloads
+# from GitHub: offline a failed download, up to seconds a pipeline and temp folders left in /tmp; online
+# another engine than the one tfxd sizes. It skips Prism for a pipeline pinned to an update
+# compatibility version: pinning Beam's own version changes no transform (none is "prior to" it).
+def _no_prism() -> str:
+    from importlib.metadata import version
+
+    return f"--update_compatibility_version={version('apache-beam')}"
+
+
 # Below this much input, worker processes cost more than they bring: each one starts Python, imports
 # TensorFlow and is handed every bundle over gRPC (bench/RESULTS.md, end to end).
 IN_MEMORY_BELOW_BYTES = 64 * 2**20
@@ -28,8 +38,7 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
             small = input_bytes is not None and input_bytes < IN_MEMORY_BELOW_BYTES
             workers = beam.workers or (1 if small else os.cpu_count() or 1)
             mode = "in_memory" if workers == 1 else "multi_processing"
-        args = ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
-                _NO_STAGING]
+        args = direct_args(mode, workers)
     elif beam.runner == "dataflow":
         vertex = spec.targets.vertex
         assert vertex is not None  # the spec refuses dataflow without targets.vertex
@@ -48,6 +57,12 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
         if not image:
             args.append(_NO_STAGING)
     return [*args, *beam.args]
+
+
+def direct_args(mode: str, workers: int) -> list[str]:
+    """The DirectRunner in ``mode`` (in_memory, multi_processing) with ``workers`` (0: one per CPU)."""
+    return ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
+            _NO_STAGING, _no_prism()]
 
 
 def lighten_in_memory_runner(args: list[str]) -> None:

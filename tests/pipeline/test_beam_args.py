@@ -54,3 +54,14 @@ def test_flink_and_spark(project):
                                                "'spark://h:7077'}\n"))).spec, image="img:1")
     assert spark == ["--runner=SparkRunner", "--spark_master_url=spark://h:7077", "--spark_submit_uber_jar",
                      "--environment_type=DOCKER", "--environment_config=img:1"]
+
+
+def test_direct_runner_is_pinned_past_the_prism_detour(project):
+    """Beam's DirectRunner skips its Prism attempt (a download from GitHub) for a pipeline pinned to an
+    update compatibility version; Beam's own version changes no transform."""
+    from importlib.metadata import version
+
+    for beam in ("", "beam: {workers: 2}\n", "beam: {workers: 1}\n"):
+        assert f"--update_compatibility_version={version('apache-beam')}" in args_for(project, beam)
+    flink = args_for(project, "beam: {runner: flink, master: 'localhost:8081'}\n")
+    assert not any(a.startswith("--update_compatibility_version") for a in flink)

@@ -32,9 +32,10 @@ COMPONENTS = ["ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "T
               "Evaluator", "Pusher"]
 
 
-def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
+def tfxd(*args: str, cwd, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
-    return subprocess.run([tfxd_bin, *args], capture_output=True, text=True, cwd=cwd, timeout=900)
+    return subprocess.run([tfxd_bin, *args], capture_output=True, text=True, cwd=cwd, timeout=900,
+                          env={**os.environ, **(env or {})})
 
 
 def example_project(tmp_path_factory, name: str, spec_text: str | None = None) -> Path:
@@ -59,7 +60,8 @@ def statuses(summary: dict) -> dict[str, str]:
 def taxi_run(tmp_path_factory):
     """examples/taxi.yaml as shipped, end to end: the job of TFX's own taxi pipeline."""
     folder = example_project(tmp_path_factory, "taxi")
-    return folder, tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, cwd=folder)
+    (folder / "tmp").mkdir()
+    return folder, tfxd("run", "taxi.yaml", *EXAMPLE_ARGS, cwd=folder, env={"TMPDIR": str(folder / "tmp")})
 
 
 def _records(pattern: str):
@@ -101,6 +103,8 @@ def test_taxi_example_trains_evaluates_and_pushes(taxi_run):
     assert sum(summary["examples"]["splits"].values()) == 15002
     run_dir = folder / "tfxd-runs" / "taxi-tips" / "runs" / summary["run_id"]
     assert (run_dir / "logs" / "run.log").is_file()
+    assert "PrismRunner" not in (run_dir / "logs" / "run.log").read_text()  # Beam's DirectRunner never tries it
+    assert list((folder / "tmp").iterdir()) == []  # no temp folder left behind
     assert summary["strategy"]["strategy"] == "default" and summary["strategy"]["replicas"] == 1
     assert summary["strategy"]["global_batch_size"] == 40
     assert summary["metrics"]["binary_accuracy"] >= TAXI_ACCURACY_FLOOR, summary["metrics"]
