@@ -20,7 +20,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # in the issue's order: CLI latency, end to end, input pipeline, strategy choice, scaling, GPU
-NAMES = ["cli_latency", "e2e_taxi", "input_pipeline", "strategies", "scaling", "gpu"]
+NAMES = ["cli_latency", "e2e_taxi", "input_pipeline", "strategies", "scaling", "gpu", "reliability"]
+# figures that compare nothing side by side (counts): run alone, they update their part of RESULTS.md
+SPLICED = {"reliability": ("| Reliability:", "### Reliability")}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -75,7 +77,33 @@ def main() -> None:
     if names == NAMES and not args.quick:
         with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
             handle.write(text)
+    elif set(names) <= set(SPLICED) and not args.quick:
+        _splice(rows, sections, names)
     print(text)
+
+
+def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:
+    """Replace the rows and the section of ``names`` in RESULTS.md, leaving every other figure as it was."""
+    path = os.path.join(HERE, "RESULTS.md")
+    with open(path) as handle:
+        lines = handle.read().split("\n")
+    for name in names:
+        row_prefix, heading = SPLICED[name]
+        kept = [line for line in lines if not line.startswith(row_prefix)]
+        last_row = max(i for i, line in enumerate(kept) if line.startswith("| ") and i < _first_section(kept))
+        kept[last_row + 1:last_row + 1] = [r for r in rows if r.startswith(row_prefix)]
+        if heading in kept:
+            start = kept.index(heading)
+            end = next((i for i in range(start + 1, len(kept)) if kept[i].startswith("### ")), len(kept))
+            del kept[start:end]
+        kept += [s for s in sections if s.startswith(heading)] + [""]
+        lines = kept
+    with open(path, "w") as handle:
+        handle.write("\n".join(lines).rstrip("\n") + "\n")
+
+
+def _first_section(lines: list[str]) -> int:
+    return next((i for i, line in enumerate(lines) if line.startswith("### ")), len(lines))
 
 
 if __name__ == "__main__":
