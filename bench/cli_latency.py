@@ -5,30 +5,24 @@ Target (issue 2 / 7): under 0.5 s median for validate.
 
 from __future__ import annotations
 
-import os
-import statistics
 import subprocess
 import sys
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import common
+
 RUNS = 20
 TARGET_S = 0.5
 
 
 def _time(command: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=REPO)
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL, cwd=common.REPO)
     return time.perf_counter() - start
 
 
-def _stats(values: list[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def run(quick: bool = False) -> dict:
-    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
-    validate = [tfxd, "validate", "examples/taxi.yaml"]
+    validate = [common.TFXD, "validate", "examples/taxi.yaml"]
     baseline = [sys.executable, "-c", "pass"]
     _time(validate)  # warm the file cache once, for both
     _time(baseline)
@@ -38,13 +32,13 @@ def run(quick: bool = False) -> dict:
         a.append(_time(validate))
         b.append(_time(baseline))
     ratios = [x / y for x, y in zip(a, b, strict=True)]
-    validate_stats = _stats(a)
+    validate_stats = common.stats(a)
     return {
         "name": "cli_latency",
         "runs": runs,
         "validate_s": validate_stats,
-        "python_pass_s": _stats(b),
-        "ratio": _stats(ratios),
+        "python_pass_s": common.stats(b),
+        "ratio": common.stats(ratios),
         "target": f"validate median < {TARGET_S} s",
         "met": validate_stats["median"] < TARGET_S,
     }
