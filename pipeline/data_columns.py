@@ -13,6 +13,7 @@ from pipeline.errors import Problems
 
 if TYPE_CHECKING:
     from pipeline.load import LoadedSpec
+    from pipeline.spec import Spec
 
 
 def local_files(loaded: LoadedSpec) -> list[str] | None:
@@ -56,6 +57,28 @@ def known_columns(loaded: LoadedSpec) -> tuple[str, list[str]] | None:
         return None
 
 
+def column_uses(spec: Spec) -> list[tuple[tuple, str, str]]:
+    """Every place the spec reads a data column: (key path, column, what it is there)."""
+    uses: list[tuple[tuple, str, str]] = []
+    for index, feature in enumerate(spec.features):
+        if feature.expr:
+            uses += [(("features", index, "expr"), column, "column") for column in expressions.columns(feature.expr)]
+        else:
+            uses.append((("features", index, "name"), feature.name, "feature"))
+    if spec.label.expr:
+        uses += [(("label", "expr"), column, "column") for column in expressions.columns(spec.label.expr)]
+    elif spec.label.column:
+        path = ("label", "column") if "column" in spec.label.model_fields_set else ("label", "name")
+        uses.append((path, spec.label.column, "label column"))
+    if spec.data.split_key:
+        uses.append((("data", "split_key"), spec.data.split_key, "split key"))
+    uses += [(("data", "columns", column), column, "column") for column in spec.data.columns]
+    for index, slice_columns in enumerate(spec.evaluation.slices):  # TFMA slices the raw examples
+        uses += [(("evaluation", "slices", index, position), column, "slice column")
+                 for position, column in enumerate(slice_columns)]
+    return uses
+
+
 def check(loaded: LoadedSpec, problems: Problems) -> None:
     """Every column the spec names must be in the data."""
     from pipeline.load import closest
@@ -64,31 +87,9 @@ def check(loaded: LoadedSpec, problems: Problems) -> None:
     if found is None:
         return
     source, columns = found
-    spec = loaded.spec
-
-    def need(path: tuple, column: str, what: str) -> None:
+    for path, column, what in column_uses(loaded.spec):
         if column not in columns:
             close = closest(column, columns)
             hint = f"did you mean {close!r}? " if close else ""
             problems.add(path, f"{what} {column!r} is not a column of {os.path.basename(source)}",
                          f"{hint}the data has: {', '.join(columns)}")
-
-    for index, feature in enumerate(spec.features):
-        if feature.expr:
-            for column in expressions.columns(feature.expr):
-                need(("features", index, "expr"), column, "column")
-        else:
-            need(("features", index, "name"), feature.name, "feature")
-    if spec.label.expr:
-        for column in expressions.columns(spec.label.expr):
-            need(("label", "expr"), column, "column")
-    elif spec.label.column:
-        need(("label", "column") if "column" in spec.label.model_fields_set else ("label", "name"),
-             spec.label.column, "label column")
-    if spec.data.split_key:
-        need(("data", "split_key"), spec.data.split_key, "split key")
-    for column in spec.data.columns:
-        need(("data", "columns", column), column, "column")
-    for index, slice_columns in enumerate(spec.evaluation.slices):  # TFMA slices the raw examples
-        for position, column in enumerate(slice_columns):
-            need(("evaluation", "slices", index, position), column, "slice column")

@@ -28,6 +28,7 @@ SPLIT_COUNTS_PROPERTY = "tfxd_split_counts"
 _BAD = "bad"
 BAD_RECORDS_FILE = "bad_records.json"
 SPLIT_COUNTS_FILE = "split_counts.json"
+COLUMNS_FILE = "columns.json"
 
 
 def _open(path: str):
@@ -69,11 +70,14 @@ class _ReadFile(beam.DoFn):
 
 
 class _InferTypes(beam.CombineFn):
+    def __init__(self, numeric: list[str]) -> None:
+        self._numeric = frozenset(numeric)
+
     def create_accumulator(self) -> dict[str, str | None]:
         return {}
 
     def add_input(self, state: dict[str, str | None], element: tuple[str, records.Row]) -> dict:
-        return records.TypeInferenceState.add(state, element[1].values)
+        return records.TypeInferenceState.add(state, element[1].values, self._numeric)
 
     def merge_accumulators(self, states) -> dict[str, str | None]:
         return records.TypeInferenceState.merge(list(states))
@@ -83,11 +87,13 @@ class _InferTypes(beam.CombineFn):
 
 
 class _Encode(beam.DoFn):
-    """Typed tf.Examples; a value that does not fit its column is a bad record."""
+    """Typed tf.Examples; a value that does not fit its column, or a label that is not a class of the
+    spec's task, is a bad record."""
 
-    def __init__(self, pinned: dict[str, str], skip_bad: bool) -> None:
-        self._pinned = pinned
-        self._skip_bad = skip_bad
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._pinned = config.get("columns", {})
+        self._label = config.get("label")
+        self._skip_bad = config["bad_records"] == "skip"
 
     def process(self, element: tuple[str, records.Row], seen: dict[str, str | None]):
         import tensorflow as tf
@@ -95,8 +101,11 @@ class _Encode(beam.DoFn):
         split, row = element
         types = records.final_types(seen, self._pinned)
         features, problem = records.encode(row.values, types)
+        if not problem and self._label:
+            wrong_label = records.label_problem(features, types, self._label)
+            problem = (records.UNEXPECTED_LABEL, wrong_label) if wrong_label else None
         if problem:
-            bad = records.Bad(row.location, "value does not fit its column", problem)
+            bad = records.Bad(row.location, *problem)
             if not self._skip_bad:
                 raise bad.error()
             yield beam.pvalue.TaggedOutput(_BAD, bad.reason)
@@ -125,11 +134,12 @@ def _read_files(pipeline: beam.Pipeline, config: dict[str, Any], files_by_split:
 def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str | None):
     """Infer one set of column types over all rows, encode them; return (split, Example) pairs."""
     all_rows = rows[0] if len(rows) == 1 else tuple(rows) | "AllRows" >> beam.Flatten()
-    seen = all_rows | "InferTypes" >> beam.CombineGlobally(_InferTypes())
+    seen = all_rows | "InferTypes" >> beam.CombineGlobally(_InferTypes(config.get("numeric", [])))
     encoded = all_rows | "Encode" >> beam.ParDo(
-        _Encode(config.get("columns", {}), config["bad_records"] == "skip"),
-        seen=beam.pvalue.AsSingleton(seen)).with_outputs(_BAD, main="examples")
+        _Encode(config), seen=beam.pvalue.AsSingleton(seen)).with_outputs(_BAD, main="examples")
     if report_dir:
+        (seen | "ColumnNames" >> beam.Map(sorted)
+         | "WriteColumns" >> beam.Map(_write_json, os.path.join(report_dir, COLUMNS_FILE)))
         (tuple([*bad, encoded[_BAD]]) | "AllBad" >> beam.Flatten()
          | "CountBad" >> beam.combiners.Count.PerElement()
          | "BadToDict" >> beam.combiners.ToDict()
@@ -202,11 +212,38 @@ class Executor(BaseExampleGenExecutor):
             raise records.InputError(
                 f"split {', '.join(map(repr, empty))} ended up empty ({counts}); use more data, change the "
                 "split ratios, or check the split patterns")
+        _check_needed_columns(exec_properties, os.path.join(report_dir, COLUMNS_FILE))
         examples.set_string_custom_property(SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
         examples.set_string_custom_property(BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
 
 
-def _read_json(path: str) -> dict[str, Any]:
+def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:
+    """Stop when a column the spec reads is in no record: the reader config's ``needs`` (column -> where
+    the spec uses it) is set where `tfxd validate` could not read the data's columns (jsonl, tfrecord,
+    bigquery, remote files). ``columns_file``: the columns the records have, as written by the pipeline."""
+    needs = json.loads(exec_properties[READER_CONFIG_KEY]).get("needs", {})
+    if not needs or not fileio.exists(columns_file):
+        return
+    columns = _read_json(columns_file)
+    missing = [column for column in needs if column not in columns]
+    if missing:
+        uses = "; ".join(f"column {column!r} ({needs[column]})" for column in missing)
+        raise records.InputError(
+            f"the spec reads {uses}, and no record of {_input_names(exec_properties)} has it; the data has: "
+            f"{', '.join(columns) or 'no columns'}. Fix the spec's column names or the data")
+
+
+def _input_names(exec_properties: dict[str, Any]) -> str:
+    """The files (as patterns under the input base) or the query that were read."""
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+    base = exec_properties.get(standard_component_specs.INPUT_BASE_KEY)
+    if not base:
+        return "the query"
+    return ", ".join(os.path.join(base, split.pattern) for split in input_config.splits)
+
+
+def _read_json(path: str) -> Any:
     if not fileio.exists(path):
         return {}
     with fileio.open(path, "r") as handle:

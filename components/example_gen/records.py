@@ -3,7 +3,8 @@
 A row is ``{column: value}`` where a value is None (missing), a scalar or a
 list of scalars. Readers never guess types; ``TypeInference`` looks at every
 row of every split, so all splits share one schema. Missing values stay
-missing: an absent feature in the tf.Example, never 0 or "".
+missing: an absent feature in the tf.Example, never 0 or "". A NaN number (or
+"nan" text in a number column) is a missing value; infinities are bad records.
 """
 
 from __future__ import annotations
@@ -49,24 +50,25 @@ class Row:
 # ------------------------------------------------------------------ readers
 
 
+# One CSV field may be as long as this (Python's default, 128 KiB, is too small for long texts).
+CSV_FIELD_LIMIT = 2**31 - 1
+
+
 def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
+    csv.field_size_limit(CSV_FIELD_LIMIT)
     with opener(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
         reader = csv.reader(text)
-        header = next(reader, None)
-        if not header:
-            raise InputError(f"{path} is empty: a CSV file needs a header line and rows")
-        header = [name.strip() for name in header]
-        _check_header(path, header)
+        header = _read_header(path, reader)
         rows = 0
-        start = reader.line_num + 1
-        for fields in reader:
-            location = f"{path}:{start}"
-            start = reader.line_num + 1
+        for line, fields in _csv_lines(reader):
+            location = f"{path}:{line}"
             if not fields:
                 continue
             rows += 1
-            if any(_undecodable(field) for field in fields):
+            if isinstance(fields, csv.Error):
+                yield Bad(location, "unreadable CSV", str(fields))
+            elif any(_undecodable(field) for field in fields):
                 yield Bad(location, "not UTF-8", "the record has bytes that are not UTF-8 text")
             elif len(fields) != len(header):
                 yield Bad(location, "ragged row", f"{len(fields)} fields where the header has {len(header)}")
@@ -75,6 +77,32 @@ def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
                     header, fields, strict=True)})
         if rows == 0:
             raise InputError(f"{path} has a header but no rows")
+
+
+def _read_header(path: str, reader: Any) -> list[str]:
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise InputError(f"{path}:1: the header is not readable CSV: {exc}") from None
+    if not header:
+        raise InputError(f"{path} is empty: a CSV file needs a header line and rows")
+    header = [name.strip() for name in header]
+    _check_header(path, header)
+    return header
+
+
+def _csv_lines(reader: Any) -> Iterator[tuple[int, list[str] | csv.Error]]:
+    """(the line a record starts on, its fields or the csv.Error it raised); reading goes on after errors."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            fields = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, exc
+        else:
+            yield start, fields
 
 
 def _check_header(path: str, header: list[str]) -> None:
@@ -219,7 +247,8 @@ def _text(value: bytes) -> str | bytes:
 
 
 def kind_of(value: Any) -> str | None:
-    """The narrowest kind that holds ``value`` (strings from CSV are read as numbers where they parse)."""
+    """The narrowest kind that holds ``value`` (strings from CSV are read as numbers where they parse);
+    None for a missing value, NaN included."""
     if value is None:
         return None
     if isinstance(value, list):
@@ -228,7 +257,7 @@ def kind_of(value: Any) -> str | None:
     if isinstance(value, int):
         return "int"
     if isinstance(value, float):
-        return "float"
+        return None if math.isnan(value) else "float"
     if isinstance(value, bytes):
         return "string"
     text = value.strip()
@@ -238,10 +267,10 @@ def kind_of(value: Any) -> str | None:
     except ValueError:
         pass
     try:
-        float(text)
-        return "float"
+        number = float(text)
     except ValueError:
         return "string"
+    return None if math.isnan(number) else "float"
 
 
 def widest(kinds: set[str | None]) -> str | None:
@@ -257,9 +286,13 @@ class TypeInferenceState:
     """Column -> kind seen so far; merged across rows, files and workers."""
 
     @staticmethod
-    def add(state: dict[str, str | None], values: dict[str, Any]) -> dict[str, str | None]:
+    def add(state: dict[str, str | None], values: dict[str, Any],
+            numeric: frozenset[str] = frozenset()) -> dict[str, str | None]:
+        """``numeric``: columns the spec reads as numbers; words in them do not make them string columns
+        (unless there is nothing else): they become bad records when encoded."""
         for name, value in values.items():
-            state[name] = widest({state.get(name), kind_of(value)})
+            kind = kind_of(value)
+            state[name] = widest({state.get(name), None if kind == "string" and name in numeric else kind})
         return state
 
     @staticmethod
@@ -281,19 +314,27 @@ def final_types(seen: dict[str, str | None], pinned: dict[str, str]) -> dict[str
 # ---------------------------------------------------------------- encoding
 
 
-def encode(values: dict[str, Any], types: dict[str, str]) -> tuple[dict[str, list[Any]], str | None]:
-    """Values converted to their column kinds: {column: [values]}; or the reason a value does not fit."""
+UNFIT = "value does not fit its column"
+NOT_FINITE = "not finite"
+UNEXPECTED_LABEL = "unexpected label"
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def encode(values: dict[str, Any], types: dict[str, str]) -> tuple[dict[str, list[Any]], tuple[str, str] | None]:
+    """Values converted to their column kinds: {column: [values]}; or (reason, detail) of a value that
+    does not fit. A whole value that is NaN in a number column is missing; NaN inside a list and
+    infinities are not finite: bad records."""
     features: dict[str, list[Any]] = {}
     for name, kind in types.items():
         value = values.get(name)
-        if value is None:
+        if _missing(value, kind):
             continue
         items = value if isinstance(value, list) else [value]
         converted = []
         for item in items:
             result = _convert(item, kind)
             if isinstance(result, _Unfit):
-                return {}, f"column {name!r}: {item!r} {result.why}"
+                return {}, (result.reason, f"column {name!r}: {_shown(item)} {result.why}")
             converted.append(result)
         features[name] = converted
     return features, None
@@ -302,6 +343,22 @@ def encode(values: dict[str, Any], types: dict[str, str]) -> tuple[dict[str, lis
 @dataclass(frozen=True)
 class _Unfit:
     why: str
+    reason: str = UNFIT
+
+
+def _missing(value: Any, kind: str) -> bool:
+    """None, a NaN number, or a "nan" text in a number column (in a string column, text is text)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return True
+    if kind == "string" or not isinstance(value, str):
+        return False
+    return value.strip().lstrip("+-").lower() == "nan"  # the texts float() reads as NaN
+
+
+def _shown(item: Any) -> str:
+    """The value as the error shows it: long texts cut short."""
+    text = repr(item)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def _convert(item: Any, kind: str) -> Any:
@@ -309,18 +366,61 @@ def _convert(item: Any, kind: str) -> Any:
         if isinstance(item, bytes):
             return item
         return (repr(item) if isinstance(item, float) else str(item)).encode("utf-8")
-    if kind == "int":
-        if isinstance(item, float):
-            return int(item) if item.is_integer() else _Unfit("is not an integer")
-        try:
-            return int(item.strip() if isinstance(item, str) else item)
-        except (ValueError, TypeError):
-            return _Unfit("is not an integer")
+    return _integer(item) if kind == "int" else _float(item)
+
+
+def _float(item: Any) -> float | _Unfit:
     try:
         number = float(item.strip() if isinstance(item, str) else item)
     except (ValueError, TypeError):
         return _Unfit("is not a number")
-    return number if math.isfinite(number) else _Unfit("is not a finite number")
+    return number if math.isfinite(number) else _not_finite(number)
+
+
+def _integer(item: Any) -> int | _Unfit:
+    if isinstance(item, float) and not item.is_integer():
+        return _not_finite(item) if not math.isfinite(item) else _Unfit("is not an integer")
+    try:
+        number = int(item.strip() if isinstance(item, str) else item)
+    except (ValueError, TypeError):
+        number_or_unfit = _float(item)
+        if isinstance(number_or_unfit, _Unfit) and number_or_unfit.reason == NOT_FINITE:
+            return number_or_unfit
+        return _Unfit("is not an integer")
+    return number if INT64[0] <= number <= INT64[1] else _Unfit("is outside the 64-bit integer range")
+
+
+def _not_finite(number: float) -> _Unfit:
+    if math.isnan(number):
+        return _Unfit("is NaN inside a list (only a whole value can be missing)", NOT_FINITE)
+    return _Unfit("is not a finite number", NOT_FINITE)
+
+
+def label_problem(features: dict[str, list[Any]], types: dict[str, str], label: dict[str, Any]) -> str | None:
+    """Why a record's label is not a class the spec expects (binary: 0 or 1; multiclass: 0 to
+    num_classes - 1), or None. Only number labels are checked here: string labels of a multiclass task
+    are classes by vocabulary (checked in Transform)."""
+    column = label["column"]
+    if types.get(column) not in ("int", "float"):
+        return None
+    for value in features.get(column, []):
+        why = _class_problem(value, label)
+        if why:
+            return f"label column {column!r}: {value!r} {why}"
+    return None
+
+
+def _class_problem(value: float, label: dict[str, Any]) -> str | None:
+    if label["task"] == "binary":
+        if value in (0, 1):
+            return None
+        return (f"is not a class of a binary label (0 or 1); compute the label with label.expr, e.g. "
+                f"'{label['column']} > 0', or use task multiclass")
+    classes = label["num_classes"]
+    if float(value).is_integer() and 0 <= value < classes:
+        return None
+    return (f"is not a class id of a multiclass label with num_classes {classes} (0 to {classes - 1}); "
+            "fix the data or raise label.num_classes")
 
 
 def example_bytes(features: dict[str, list[Any]], types: dict[str, str]) -> bytes:

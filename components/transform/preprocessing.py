@@ -159,9 +159,12 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
 
 
 def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
+    """The label as the Trainer reads it; a value that is not a class of the task stops the run, naming
+    the label, where it comes from and the values (ExampleGen checks label columns of numbers already;
+    these checks cover expr labels and string classes)."""
     name, task = label["name"], label["task"]
     if task == "multiclass" and raw.dtype == tf.string:
-        return tft.compute_and_apply_vocabulary(raw, num_oov_buckets=0, default_value=-1, vocab_filename=name)
+        return _string_classes(label, raw)
     if raw.dtype == tf.string:
         raise ValueError(f"label {name!r}: a {task} label needs numbers; for strings use an expr "
                          "such as \"answer == 'yes'\" (binary) or task multiclass")
@@ -174,10 +177,36 @@ def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
     if task == "regression":
         return tf.cast(values, tf.float32)
     if task == "binary":
-        return tf.cast(tf.not_equal(values, 0.0), tf.int64)
-    ids = tf.cast(values, tf.int64)
-    in_range = tf.debugging.assert_less(
-        ids, tf.constant(label["num_classes"], tf.int64),
-        message=f"label {name!r} has a class id >= num_classes ({label['num_classes']})")
-    with tf.control_dependencies([in_range, tf.debugging.assert_non_negative(ids)]):
-        return tf.identity(ids)
+        is_class = tf.logical_or(tf.equal(values, 0.0), tf.equal(values, 1.0))
+        why = ("is a binary label: 0 or 1 (false or true), and has other values; compute it with a comparison "
+               "in label.expr (e.g. tips > 0), or use task multiclass")
+        return _checked(label, is_class, values, why, tf.cast(tf.equal(values, 1.0), tf.int64))
+    classes = label["num_classes"]
+    is_class = (tf.equal(tf.floor(values), values)) & (values >= 0.0) & (values < float(classes))
+    why = (f"is a multiclass label with num_classes {classes}: class ids 0 to {classes - 1}, and has other "
+           "values; fix the data or raise label.num_classes")
+    return _checked(label, is_class, values, why, tf.cast(values, tf.int64))
+
+
+def _string_classes(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
+    """String classes -> ids by a vocabulary of the training data (most frequent first): more classes than
+    num_classes stop the run. (A class the training data lacks gets -1, which the Trainer refuses; it is
+    not checked here: while tf.Transform analyzes, every id is -1.)"""
+    name, classes = label["name"], label["num_classes"]
+    ids = tft.compute_and_apply_vocabulary(raw, num_oov_buckets=0, default_value=-1, vocab_filename=name)
+    why = (f"is a multiclass label with num_classes {classes}, and has more classes than that; raise "
+           "label.num_classes or fix the data")
+    return _checked(label, ids < classes, raw, why, ids)
+
+
+def _checked(label: dict[str, Any], is_class: tf.Tensor, values: tf.Tensor, why: str,
+             result: tf.Tensor) -> tf.Tensor:
+    """``result``, once every value is a class; else the run stops showing up to 10 values that are not.
+    (No quotes in the message: TensorFlow escapes them in assertion messages.)"""
+    source = f"column {label['column']}" if label.get("column") else f"expr {label.get('expr')}"
+    check = tf.debugging.Assert(
+        tf.reduce_all(is_class),
+        [f"label {label['name']} ({source}) {why}; values that are not classes:",
+         tf.boolean_mask(values, tf.logical_not(is_class))], summarize=10)
+    with tf.control_dependencies([check]):
+        return tf.identity(result)

@@ -22,7 +22,9 @@ def test_hash_buckets_keep_the_ratios(ratios, buckets):
 def test_single_file(project):
     config = example_gen_config(load_spec(str(write_spec(project, BASE_SPEC))))
     assert (config.input_base, config.input_splits) == (str(project), [("single_split", "data.csv")])
-    assert config.reader == {"format": "csv", "columns": {}, "bad_records": "fail", "project": None}
+    assert config.reader == {"format": "csv", "columns": {}, "bad_records": "fail", "project": None,
+                             "numeric": ["target", "x"],
+                             "label": {"column": "target", "task": "binary", "num_classes": None}}
 
 
 def test_glob_and_patterns(project):
