@@ -40,6 +40,35 @@ def progress_callback(total_epochs: int, is_chief: bool):
     return Progress()
 
 
+def start_note(backup_dir: str, total_epochs: int, is_chief: bool):
+    """Says at which epoch training starts: 1, or where BackupAndRestore (which must come before it in
+    the list) restored a killed training from. Keras restores silently."""
+    import tensorflow as tf
+    from absl import logging
+
+    class StartNote(tf.keras.callbacks.Callback):
+        def on_train_begin(self, logs=None):
+            self._noted = False
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self._noted:
+                return
+            self._noted = True
+            if epoch == 0:
+                logging.info("tfxd trainer: starts at epoch 1/%d; BackupAndRestore checkpoints go to %s",
+                             total_epochs, backup_dir)
+                return
+            message = (f"resumes at epoch {epoch + 1}/{total_epochs} from the BackupAndRestore checkpoint "
+                       f"in {backup_dir}")
+            logging.info("tfxd trainer: %s", message)
+            if is_chief:
+                from pipeline import console
+
+                console.step(f"Trainer {message}")
+
+    return StartNote()
+
+
 def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, total_epochs: int,
           is_chief: bool, batch_level: bool = True) -> list[Any]:
     """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
@@ -53,6 +82,7 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=model_run_dir, update_freq="epoch"))
     if config["backup_and_restore"] and backup_dir:
         callbacks.append(tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir))
+        callbacks.append(start_note(backup_dir, total_epochs, is_chief))
     if config["terminate_on_nan"] and batch_level:
         callbacks.append(tf.keras.callbacks.TerminateOnNaN())
     elif config["terminate_on_nan"]:

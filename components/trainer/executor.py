@@ -38,15 +38,32 @@ def _backup_dir(input_dict, output_dict, exec_properties) -> str:
     return os.path.join(node_dir, ".backup", hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
+def _drop_backup(backup_dir: str) -> None:
+    """A completed training leaves no backup (Keras removes the checkpoints, not the folder nor what a
+    killed worker left), so that the same training asked for again starts at epoch 1."""
+    if fileio.exists(backup_dir):
+        fileio.rmtree(backup_dir)
+
+
 class Executor(GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
         cluster = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY]).get(LOCAL_CLUSTER_KEY)
+        backup_dir = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])[BACKUP_DIR_KEY]
         if cluster and (cluster["workers"] > 1 or cluster["parameter_servers"] > 0):
-            local_cluster.train(input_dict, output_dict, exec_properties, cluster, self._log_dir())
+            try:
+                local_cluster.train(input_dict, output_dict, exec_properties, cluster, self._log_dir())
+            except local_cluster.WorkerFailed as failure:
+                if fileio.exists(os.path.join(backup_dir, "chief", "checkpoint")):
+                    raise local_cluster.WorkerFailed(f"{failure}. Run the same command again to resume from the "
+                                                     f"last epoch checkpointed in {backup_dir}") from None
+                raise
             self._check_model(output_dict)
+            _drop_backup(backup_dir)
             return
-        self.train(input_dict, output_dict, exec_properties)
+        result = self.train(input_dict, output_dict, exec_properties)
+        if result.get("plan", {}).get("strategy") not in ("multi_worker_mirrored", "parameter_server"):
+            _drop_backup(backup_dir)  # in a cluster, every task's own BackupAndRestore cleans up
 
     def train(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
         """Run run_fn in this process; the chief must leave a model."""

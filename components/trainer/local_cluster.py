@@ -2,8 +2,10 @@
 
 N workers train with MultiWorkerMirroredStrategy (worker 0 is the chief); with
 parameter servers, a chief coordinates N workers and M ps (ParameterServerStrategy).
-Each process logs to its own file; any training process that fails fails the
-Trainer, naming its log, and the others are stopped.
+Each process logs to its own file; any training process that fails (or is killed)
+fails the Trainer at once, naming it, its pid and its log, and the others are
+stopped. The processes read their inputs on stdin and stop by themselves when the
+tfxd that started them is gone (local_worker.py): nothing is left behind.
 """
 
 from __future__ import annotations
@@ -11,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from typing import Any
 
+PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
 LOG_DIR_ENV = "TFXD_TRAINER_LOG_DIR"  # set by `tfxd run`: where the processes' logs go
 
 
@@ -50,20 +53,24 @@ def cluster_layout(workers: int, parameter_servers: int) -> list[tuple[str, int,
 
 def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log_dir: str) -> None:
     os.makedirs(log_dir, exist_ok=True)
-    payload = tempfile.NamedTemporaryFile(prefix="tfxd-trainer-", suffix=".pkl", delete=False)  # noqa: SIM115
-    with payload:
-        pickle.dump((input_dict, output_dict, exec_properties), payload)
+    payload = pickle.dumps((input_dict, output_dict, exec_properties))  # on stdin: no file to leave behind
     processes: list[tuple[str, str, subprocess.Popen]] = []
     try:
         for kind, index, spec in cluster_layout(cluster["workers"], cluster["parameter_servers"]):
             name = f"{kind}-{index}"
             log_path = os.path.join(log_dir, f"trainer-{name}.log")
-            env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}})}
+            env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
+                   PARENT_ENV: str(os.getpid())}
             env.pop("CLUSTER_SPEC", None)
             with open(log_path, "w") as log:
-                process = subprocess.Popen([sys.executable, "-m", "components.trainer.local_worker", payload.name],
-                                           stdout=log, stderr=subprocess.STDOUT, env=env)
+                process = subprocess.Popen([sys.executable, "-m", "components.trainer.local_worker"],
+                                           stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
             processes.append((name, log_path, process))
+            try:
+                with process.stdin:
+                    process.stdin.write(payload)
+            except BrokenPipeError:
+                pass  # it died before reading: _wait reports it
         _wait(processes, serving={n for n, _, _ in processes if cluster["parameter_servers"] and
                                   not n.startswith("chief")})
     finally:
@@ -71,17 +78,35 @@ def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        os.unlink(payload.name)
 
 
 def _wait(processes: list[tuple[str, str, Any]], serving: set[str]) -> None:
-    """Until every training process is done; the first failure stops everything."""
+    """Until every training process is done. The first death fails the Trainer at once (the caller then
+    stops the others: a survivor would wait forever on a collective with its dead peer)."""
     training = [p for p in processes if p[0] not in serving]
     while True:
-        for name, log_path, process in processes:
-            code = process.poll()
-            if code not in (None, 0) or (code == 0 and name in serving):
-                raise WorkerFailed(f"Trainer process {name} exited with code {code}; its log: {log_path}")
+        failed = [p for p in processes if p[2].poll() not in (None, 0) or (p[2].poll() == 0 and p[0] in serving)]
+        if failed:
+            # a process killed by a signal is the cause; a peer that then errored out is its consequence
+            name, log_path, process = min(failed, key=lambda p: p[2].returncode >= 0)
+            others = [n for n, _, p in processes if n != name and p.poll() is None]
+            raise WorkerFailed(f"Trainer process {name} (pid {process.pid}) {_death(process.returncode)}; "
+                               f"its log: {log_path}" + (f"; stopped the others ({', '.join(others)})"
+                                                         if others else ""))
         if all(process.poll() == 0 for _, _, process in training):
             return
         time.sleep(0.5)
+
+
+def _death(code: int) -> str:
+    """How a process ended, in words: 'was killed by signal 9 (SIGKILL)', 'exited with code 1'."""
+    if code == 0:
+        return "exited (code 0) while the training still needed it"
+    if code > 0:
+        return f"exited with code {code}"
+    try:
+        name = signal.Signals(-code).name
+    except ValueError:
+        name = "unknown signal"
+    hint = ": out of memory, or stopped from outside" if -code == signal.SIGKILL else ""
+    return f"was killed by signal {-code} ({name}{hint})"

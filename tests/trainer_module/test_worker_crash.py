@@ -1,0 +1,167 @@
+"""A local 2-worker MultiWorkerMirrored Trainer loses a worker (SIGKILL) mid-training: the Trainer fails
+promptly, naming the dead worker and its log, with no process of the cluster left; the same command run
+again resumes from the last BackupAndRestore checkpoint (the log says at which epoch) and completes, and
+a completed training leaves no backup behind."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psutil
+import pytest
+
+SPEC = """\
+tfxd: 1
+name: crash
+data: {format: csv, path: data.csv}
+features:
+  - {name: x, transform: zscore}
+label: {name: y, column: target, task: binary}
+model: {type: dnn, hidden_units: [4]}
+training:
+  batch_size: 8
+  steps: 30           # 10 epochs of 3 steps: epoch boundaries, a checkpoint after each
+  eval_steps: 1
+  callbacks: {tensorboard: false, custom: ["slow_epochs:SlowEpochs"]}
+targets:
+  local:
+    trainer: {workers: 2}
+"""
+
+# a user's callback beside the spec: each epoch lasts long enough for the test to kill a worker mid-training
+SLOW_EPOCHS = """\
+import time
+
+import tensorflow as tf
+
+
+class SlowEpochs(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        time.sleep(0.5)
+"""
+
+ARGS = ("run", "spec.yaml", "--to", "Trainer", "--set", "beam.workers=1")
+WORKER_MODULE = "components.trainer.local_worker"
+
+
+def _project(folder: Path) -> Path:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=300)
+    rows = "\n".join(f"{value:.4f},{int(value + rng.normal(scale=0.5) > 0)}" for value in x)
+    (folder / "data.csv").write_text("x,target\n" + rows + "\n")
+    (folder / "spec.yaml").write_text(SPEC)
+    (folder / "slow_epochs.py").write_text(SLOW_EPOCHS)
+    return folder
+
+
+def _tfxd(folder: Path, started: list[subprocess.Popen]) -> subprocess.Popen:
+    tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    process = subprocess.Popen([tfxd_bin, *ARGS], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    started.append(process)
+    return process
+
+
+def _workers(parent: subprocess.Popen) -> dict[int, psutil.Process]:
+    """The Trainer cluster's processes under ``parent``, by worker index (from their TF_CONFIG)."""
+    found = {}
+    for child in psutil.Process(parent.pid).children(recursive=True):
+        try:
+            if WORKER_MODULE in child.cmdline():
+                found[json.loads(child.environ()["TF_CONFIG"])["task"]["index"]] = child
+        except (psutil.NoSuchProcess, KeyError):
+            continue
+    return found
+
+
+def _both_workers(parent: subprocess.Popen, started: list) -> dict[int, psutil.Process] | None:
+    found = _workers(parent)
+    if len(found) < 2:
+        return None
+    started.extend(found.values())
+    return found
+
+
+def _wait_for(predicate, what: str, timeout: float, process: subprocess.Popen):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        assert process.poll() is None, f"tfxd ended while waiting for {what}: {process.communicate()}"
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def started():
+    """The tfxd processes the test starts, and their workers; any still running at the end (a failed test)
+    are killed."""
+    processes: list[subprocess.Popen | psutil.Process] = []
+    yield processes
+    for process in processes:
+        if isinstance(process, subprocess.Popen) and process.poll() is None:
+            process.kill()
+            process.communicate()
+        elif isinstance(process, psutil.Process) and process.is_running():
+            process.kill()
+
+
+def _newest_logs(folder: Path) -> Path:
+    return Path(sorted(glob.glob(str(folder / "tfxd-runs" / "crash" / "runs" / "*" / "logs")))[-1])
+
+
+def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
+    folder = _project(tmp_path)
+    backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
+    begun = time.monotonic()
+    first = _tfxd(folder, started)
+    workers = _wait_for(lambda: _both_workers(first, started), "2 workers", 240, first)
+    # BackupAndRestore's chief checkpoint: at least one epoch is done
+    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, first)
+    victim = workers[1]
+    victim.send_signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    stdout, stderr = first.communicate(timeout=120)
+    failed_after = time.monotonic() - killed_at
+
+    assert first.returncode == 1, stdout + stderr
+    log = _newest_logs(folder) / "trainer-worker-1.log"
+    assert f"Trainer process worker-1 (pid {victim.pid}) was killed by signal 9 (SIGKILL" in stderr, stderr
+    assert f"its log: {log}" in stderr and "Run the same command again to resume" in stderr, stderr
+    assert failed_after < 30, f"the Trainer took {failed_after:.0f} s to fail after the kill"
+    for process in workers.values():  # every process of the cluster is gone
+        assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
+    [backup] = glob.glob(str(backups / "*"))  # kept for the retry
+    assert "tfxd trainer: starts at epoch 1/10" in (log.parent / "trainer-worker-0.log").read_text()
+
+    # tfxd itself killed: its workers notice and stop rather than live on as orphans
+    second = _tfxd(folder, started)
+    orphans = _wait_for(lambda: _both_workers(second, started), "2 workers", 120, second)
+    second.kill()
+    second.communicate()
+    killed_at = time.monotonic()
+    alive = psutil.wait_procs(list(orphans.values()), timeout=10)[1]  # unwatched, they would train for 20 s+
+    assert not alive, f"workers left running after tfxd was killed: {alive}"
+    orphans_after = time.monotonic() - killed_at
+
+    third = _tfxd(folder, started)
+    stdout, stderr = third.communicate(timeout=240)
+    assert third.returncode == 0, stdout + stderr
+    chief_log = (_newest_logs(folder) / "trainer-worker-0.log").read_text()
+    resumed = [line for line in chief_log.splitlines() if line.startswith("> Trainer resumes at epoch ")]
+    assert resumed, chief_log[-3000:]
+    epoch = int(resumed[0].split("resumes at epoch ")[1].split("/")[0])
+    assert epoch > 1 and resumed[0].endswith(f"checkpoint in {backup}"), resumed  # the killed run's folder
+    assert "Trainer epoch 1/10" not in chief_log and "Trainer epoch 10/10" in chief_log
+    assert not os.path.exists(backup)  # a completed training leaves no backup: new work starts at epoch 1
+    print(f"worker killed -> Trainer failed {failed_after:.1f} s; tfxd killed -> workers gone {orphans_after:.1f} s;"
+          f" whole test {time.monotonic() - begun:.0f} s")
