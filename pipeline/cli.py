@@ -110,16 +110,25 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
     if to is not None and to not in COMPONENTS:
         raise click.BadParameter(f"{to!r} is not a component; choose one of {', '.join(COMPONENTS)}",
                                  param_hint="--to")
-    loaded = load_spec(spec, sets, target="local")
     from pipeline import local_run
-    from pipeline.summary import show
+    from pipeline.run_lock import RunLocked
 
     try:
+        loaded = load_spec(spec, sets, target="local")
+        from pipeline.summary import show
+
         summary = local_run.run(loaded, to, verbose=ctx.find_root().params.get("verbose", False))
-    except local_run.RunFailed as exc:
+        show(summary)
+    except (local_run.RunFailed, RunLocked) as exc:
         console.error(str(exc))
         sys.exit(1)
-    show(summary)
+    except local_run.RunInterrupted as exc:
+        console.error(str(exc))
+        sys.exit(130)
+    except KeyboardInterrupt:  # Ctrl-C outside a component (loading, imports, the summary)
+        console.error("interrupted: run the same command again to resume (finished components are reused "
+                      "from the cache)")
+        sys.exit(130)
 
 
 @cli.command(name="compile")

@@ -3,12 +3,15 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
 import re
+import signal
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +33,18 @@ class RunFailed(Exception):
         super().__init__(f"{component} failed: {reason}\n    full log: {log}")
         self.component = component
         self.log = log
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C (SIGINT): the run stopped; what the interrupted component wrote is never recorded as done."""
+
+    def __init__(self, component: str | None, resumes_training: bool, log: str | None) -> None:
+        where = (f" during {component}; its unfinished output is not recorded in ML Metadata and will not be used"
+                 if component else "")
+        resume = ", the Trainer from its last finished epoch" if resumes_training else ""
+        super().__init__(f"interrupted{where}: run the same command again to resume (finished components are "
+                         f"reused from the cache{resume})" + (f"\n    full log: {log}" if log else ""))
+        self.component = component
 
 
 @dataclass
@@ -132,9 +147,44 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 
 
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
-    """Run the pipeline; return the summary (also written to summary.json). Raises RunFailed."""
-    _importable(loaded.base_dir)
+    """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
+    Raises RunFailed, RunInterrupted (Ctrl-C), or run_lock.RunLocked (another run uses the root)."""
+    from pipeline import run_lock
+
     root = loaded.resolve(loaded.spec.root or "")
+    with run_lock.hold(root), _noting_sigint() as sigint:
+        return _run_locked(loaded, root, to, verbose, sigint)
+
+
+class _Sigint:
+    """Ctrl-C raises KeyboardInterrupt as Python's own handler does, and is remembered: on its way up,
+    Beam (the `beam` orchestrator) turns it into an error of its own."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _noting_sigint() -> Iterator[_Sigint]:
+    import threading
+
+    handler = _Sigint()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield handler
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, sigint: _Sigint) -> dict[str, Any]:
+    _importable(loaded.base_dir)
     paths = RunPaths(root, new_run_id())
     progress = _Progress()
     _route_logs(paths, verbose, progress)
@@ -152,20 +202,71 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
 
         tfx = tfx_pipeline(loaded, root, to)
         tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
+        stopped = _cancel_unfinished(root)
+        if stopped:
+            console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing it; "
+                         "what it left unfinished is recorded as canceled in ML Metadata and is not used")
         _runner(loaded.spec.targets.local.orchestrator).run(tfx)
-    except Exception as exc:  # noqa: BLE001 - any failure ends here and is reported with the log
+    except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
-        logging.error("run failed:\n%s", "".join(traceback.format_exception(exc)))
+    interrupted = failure is not None and (sigint.seen or isinstance(failure, KeyboardInterrupt))
+    if interrupted:  # Ctrl-C: the component's outputs stay unpublished
+        logging.error("run interrupted (SIGINT) during %s:\n%s", progress.current or "no component",
+                      "".join(traceback.format_exception(failure)))
+        _cancel_unfinished(root)
+    elif failure is not None:
+        logging.error("run failed:\n%s", "".join(traceback.format_exception(failure)))
     if tfx is None:
+        if interrupted:
+            raise RunInterrupted(None, False, paths.log)
         raise RunFailed("tfxd", _reason(failure), paths.log)
     summary = _summary(loaded, paths, tfx, started)
+    summary["status"] = "interrupted" if interrupted else "failed" if failure is not None else "ok"
+    if interrupted:
+        for component in summary["components"]:
+            if component["status"] == "failed":  # the execution Ctrl-C left RUNNING
+                component["status"] = "interrupted"
     summary["report"] = _write_report(summary, paths)
     write_json(paths.summary, summary)
+    if interrupted:
+        raise RunInterrupted(progress.current, progress.current == "Trainer"
+                             and loaded.spec.training.callbacks.backup_and_restore, paths.log)
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
         raise RunFailed(component, _reason(failure), paths.log) from None
     return summary
+
+
+def _cancel_unfinished(root: str) -> list[str]:
+    """Record as CANCELED the executions a dead run left RUNNING (SIGKILL, OOM, Ctrl-C): under the run
+    lock no process can still be running them. Their outputs were never published, so nothing reads
+    them; this keeps ML Metadata truthful. Returns their components' names; a failure here is logged,
+    never fatal."""
+    from pipeline.assemble import metadata_path
+
+    if not os.path.exists(metadata_path(root)):
+        return []
+    try:
+        from ml_metadata.metadata_store import metadata_store
+        from ml_metadata.proto import metadata_store_pb2 as mlmd
+
+        config = mlmd.ConnectionConfig()
+        config.sqlite.filename_uri = metadata_path(root)
+        config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READWRITE
+        store = metadata_store.MetadataStore(config)
+        unfinished = [e for e in store.get_executions() if e.last_known_state == mlmd.Execution.RUNNING]
+        if not unfinished:
+            return []
+        kinds = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
+        for execution in unfinished:
+            execution.last_known_state = mlmd.Execution.CANCELED
+        store.put_executions(unfinished)
+        logging.info("recorded as CANCELED the unfinished executions %s", [e.id for e in unfinished])
+        return sorted({kinds.get(e.type_id, str(e.type_id)) for e in unfinished})
+    except Exception:  # noqa: BLE001 - bookkeeping only: the run goes on
+        logging.exception("could not record the unfinished executions of %s as canceled", root)
+        return []
 
 
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Found|Failed)): (.+)")
