@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pipeline import console
+from pipeline import console, unfinished
 from pipeline.evaluation import OVERALL
 from pipeline.files import write_json
 from pipeline.load import LoadedSpec
@@ -39,7 +39,7 @@ class RunInterrupted(Exception):
     """Ctrl-C (SIGINT): the run stopped; what the interrupted component wrote is never recorded as done."""
 
     def __init__(self, component: str | None, resumes_training: bool, log: str | None) -> None:
-        where = (f" during {component}; its unfinished output is not recorded in ML Metadata and will not be used"
+        where = (f" during {component}; its unfinished output was removed (abandoned in ML Metadata)"
                  if component else "")
         resume = ", the Trainer from its last finished epoch" if resumes_training else ""
         super().__init__(f"interrupted{where}: run the same command again to resume (finished components are "
@@ -202,10 +202,10 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
 
         tfx = tfx_pipeline(loaded, root, to)
         tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
-        stopped = _cancel_unfinished(root)
+        stopped = unfinished.settle(root)
         if stopped:
             console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing it; "
-                         "what it left unfinished is recorded as canceled in ML Metadata and is not used")
+                         "its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
         _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
@@ -213,7 +213,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
     if interrupted:  # Ctrl-C: the component's outputs stay unpublished
         logging.error("run interrupted (SIGINT) during %s:\n%s", progress.current or "no component",
                       "".join(traceback.format_exception(failure)))
-        _cancel_unfinished(root)
+        unfinished.settle(root)
     elif failure is not None:
         logging.error("run failed:\n%s", "".join(traceback.format_exception(failure)))
     if tfx is None:
@@ -236,37 +236,6 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
         component = failed[0] if failed else progress.current or "the pipeline"
         raise RunFailed(component, _reason(failure), paths.log) from None
     return summary
-
-
-def _cancel_unfinished(root: str) -> list[str]:
-    """Record as CANCELED the executions a dead run left RUNNING (SIGKILL, OOM, Ctrl-C): under the run
-    lock no process can still be running them. Their outputs were never published, so nothing reads
-    them; this keeps ML Metadata truthful. Returns their components' names; a failure here is logged,
-    never fatal."""
-    from pipeline.assemble import metadata_path
-
-    if not os.path.exists(metadata_path(root)):
-        return []
-    try:
-        from ml_metadata.metadata_store import metadata_store
-        from ml_metadata.proto import metadata_store_pb2 as mlmd
-
-        config = mlmd.ConnectionConfig()
-        config.sqlite.filename_uri = metadata_path(root)
-        config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READWRITE
-        store = metadata_store.MetadataStore(config)
-        unfinished = [e for e in store.get_executions() if e.last_known_state == mlmd.Execution.RUNNING]
-        if not unfinished:
-            return []
-        kinds = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
-        for execution in unfinished:
-            execution.last_known_state = mlmd.Execution.CANCELED
-        store.put_executions(unfinished)
-        logging.info("recorded as CANCELED the unfinished executions %s", [e.id for e in unfinished])
-        return sorted({kinds.get(e.type_id, str(e.type_id)) for e in unfinished})
-    except Exception:  # noqa: BLE001 - bookkeeping only: the run goes on
-        logging.exception("could not record the unfinished executions of %s as canceled", root)
-        return []
 
 
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Found|Failed)): (.+)")

@@ -115,7 +115,7 @@ def _statuses(summary: dict) -> dict[str, str]:
 def _executions(folder: Path) -> dict[str, list[str]]:
     """Each component's executions' states, oldest first, from the run's ML Metadata (opened read-only),
     after checking that every LIVE artifact was output by a COMPLETE execution and by no unfinished one,
-    and that its files are there."""
+    and that its files are there, and that what canceled executions began is abandoned and removed."""
     from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as mlmd
 
@@ -130,9 +130,11 @@ def _executions(folder: Path) -> dict[str, list[str]]:
         if event.type in (mlmd.Event.OUTPUT, mlmd.Event.DECLARED_OUTPUT, mlmd.Event.PENDING_OUTPUT):
             writers[event.artifact_id].add(event.execution_id)
     for artifact in store.get_artifacts():
+        states = {mlmd.Execution.State.Name(executions[i].last_known_state) for i in writers[artifact.id]}
+        if states == {"CANCELED"}:  # begun by a run that died: abandoned, and its folder removed
+            assert artifact.state == mlmd.Artifact.ABANDONED and not os.path.exists(artifact.uri), artifact
         if artifact.state != mlmd.Artifact.LIVE:
             continue
-        states = {mlmd.Execution.State.Name(executions[i].last_known_state) for i in writers[artifact.id]}
         assert "COMPLETE" in states and states <= {"COMPLETE", "CACHED"}, (artifact.uri, states)
         assert os.path.exists(artifact.uri), artifact.uri
     found: dict[str, list[str]] = defaultdict(list)
