@@ -298,7 +298,7 @@ def test_two_local_workers_train_with_multi_worker_mirrored(taxi_run):
     assert summary["strategy"]["replicas"] == 2 and summary["strategy"]["global_batch_size"] == 80
     logs = sorted(glob.glob(os.path.join(os.path.dirname(paths[-1]), "logs", "trainer-worker-*.log")))
     assert len(logs) == 2
-    lines = [next(line for line in Path(log).read_text().splitlines() if "tfxd trainer:" in line) for log in logs]
+    lines = [next(line for line in Path(log).read_text().splitlines() if "tfxd trainer: strategy=" in line) for log in logs]
     assert all("strategy=multi_worker_mirrored replicas=2" in line for line in lines)
     assert "is_chief=True" in lines[0] and "is_chief=False" in lines[1]
     checksums = {line.split("weights_checksum=")[1] for line in lines}
