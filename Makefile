@@ -33,7 +33,7 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 
 # byte-compile tfxd itself too, so the CLI starts fast even where PYTHONDONTWRITEBYTECODE is set
 setup: $(STAMP)
-	@$(PY) -m compileall -q pipeline components trainer_module kubeflow
+	@$(PY) -m compileall -q tfxd cli pipeline components trainer_module kubeflow
 
 # one folder per example, moved in whole by `tfxd init --data-only`
 $(EXAMPLE_DATA): examples/data/%: | $(STAMP)

@@ -16,7 +16,7 @@ EXAMPLES = ("taxi", "digits")
 
 def _gpus() -> list[str]:
     """The GPUs TensorFlow sees here (asked in a child process, so this one stays light)."""
-    code = ("import pipeline.tf_env, tensorflow as tf; "
+    code = ("import tfxd, tensorflow as tf; "
             "print('\\n'.join(d.name for d in tf.config.list_physical_devices('GPU')))")
     found = subprocess.run([sys.executable, "-c", code], cwd=common.REPO, capture_output=True, text=True,
                            check=True)

@@ -58,16 +58,16 @@ def plain_dataset(files: list[str], feature_spec: dict, label: str, batch: int, 
 def worker(side: str, reads: int, graph_uri: str, examples_uri: str) -> dict:
     """Read training.steps batches of ``side``'s dataset over the train split, ``reads`` + 1 times, each
     from a freshly built dataset; the first read is untimed."""
-    sys.path.insert(0, common.REPO)
-    os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # before TensorFlow, as pipeline/tf_env.py does
+    import tfxd  # noqa: F401  (legacy Keras, before TensorFlow)
+    # isort: split
     import tensorflow as tf
     import tensorflow_transform as tft
     from tfx.components.trainer import fn_args_utils
     from tfx.types import artifact_utils, standard_artifacts
 
-    from components.transform import feature_info
-    from pipeline import load
-    from trainer_module import data, planner
+    from tfxd.pipeline.spec import load
+    from tfxd.trainer_module import data, planner
+    from tfxd.trainer_module.run_fn import feature_info
 
     training = load.load_spec(common.TAXI_SPEC).spec.model_dump(mode="json")["training"]
     examples = standard_artifacts.Examples()  # Transform's output artifact, as the Trainer's executor gets it
@@ -81,7 +81,7 @@ def worker(side: str, reads: int, graph_uri: str, examples_uri: str) -> dict:
     plan = planner.plan({}, planner.Devices(), batch_size=training["batch_size"],
                         train_files=len(fn_args.train_files))
     tf_output = tft.TFTransformOutput(fn_args.transform_graph_path)
-    label = feature_info.read(fn_args.transform_graph_path)["label"]["name"]
+    label = feature_info(fn_args.transform_graph_path)["label"]["name"]
     input_spec, steps = training["input"], training["steps"]
     if side == "tfxd_nocache":
         input_spec = {**input_spec, "cache": False}
@@ -199,7 +199,7 @@ def details(result: dict) -> str:
         "the others are timed from the iterator's creation (file opening, shuffle buffer fill and the "
         "cache's first epoch included).",
         "",
-        f"- tfxd: `trainer_module.data.dataset` as run_fn calls it, with the spec's `training.input`: "
+        f"- tfxd: `tfxd.trainer_module.data.dataset` as run_fn calls it, with the spec's `training.input`: "
         f"cache={inp['cache']}, shuffle_buffer={inp['shuffle_buffer']}, prefetch={inp['prefetch']}"
         + (" (cache is on by default: after the first epoch this side reads its serialized records from memory, "
            "and still parses every batch)" if inp["cache"] else "") + ".",

@@ -45,23 +45,23 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
            logical_cpus: int) -> dict:
     """Train the taxi model for ``warmup`` + ``steps`` steps under ``strategy_name`` ('auto' plans from
     this process's environment); the timed steps/s and the plan. Must run before TensorFlow starts."""
-    sys.path.insert(0, common.REPO)
-    from pipeline import tf_env  # noqa: F401  (legacy Keras, before TensorFlow)
+    import tfxd  # noqa: F401  (legacy Keras, before TensorFlow)
     # isort: split
     import tensorflow as tf
     import tensorflow_transform as tft
     from tfx.types import artifact_utils, standard_artifacts
     from tfx.utils import io_utils
 
-    from components.transform import feature_info
-    from pipeline import assemble, load
-    from trainer_module import data, models, planner, strategy
-    from trainer_module.run_fn import SPEC_KEY
+    from tfxd.keys import TrainerConfig
+    from tfxd.pipeline.assembly import configs
+    from tfxd.pipeline.spec import load
+    from tfxd.trainer_module import data, models, planner, strategy
+    from tfxd.trainer_module.run_fn import feature_info
 
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
-    spec = assemble.trainer_config(load.load_spec(common.TAXI_SPEC), None)[SPEC_KEY]  # as run_fn gets it
+    spec = configs.trainer_config(load.load_spec(common.TAXI_SPEC), None)[TrainerConfig.SPEC]  # as run_fn gets it
     training = spec["training"]
 
     examples = standard_artifacts.Examples()  # train_files as TFX's fn_args_utils makes them
@@ -75,7 +75,7 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
                         train_files=len(train_files))
     distribution = strategy.build(plan, tpu_resolver)
     tf_output = tft.TFTransformOutput(graph_uri)
-    info = feature_info.read(graph_uri)
+    info = feature_info(graph_uri)
     train = data.dataset(train_files, tf_output, info["label"]["name"], plan, training["input"], training.get("seed"))
     with distribution.scope():
         model = models.build(spec, info)
@@ -115,7 +115,7 @@ def _plain_env() -> dict[str, str]:
 def _measure(name: str, steps: int, warmup: int, uris: dict[str, str], logs: str, tag: str) -> dict:
     """One measurement of ``name`` ('auto' included) in fresh processes (2 localhost workers with their
     TF_CONFIG for MultiWorkerMirrored, as the local Trainer starts them); the chief's result."""
-    from components.trainer import local_cluster
+    from tfxd.components.trainer import local_cluster
 
     layout = local_cluster.cluster_layout(2, 0) if name == "multi_worker_mirrored" else [(None, 0, None)]
     command = _command(name, steps, warmup, uris, LOGICAL_CPUS if name == "mirrored" else 1)
@@ -152,7 +152,6 @@ def _measure(name: str, steps: int, warmup: int, uris: dict[str, str], logs: str
 
 
 def run(quick: bool = False) -> dict:
-    sys.path.insert(0, common.REPO)
     uris = common.taxi_transform()
     logs = common.scratch("strategies-logs")
     steps, warmup = (QUICK_STEPS, WARMUP) if quick else (STEPS, WARMUP)

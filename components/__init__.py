@@ -1,3 +1,2 @@
-"""Custom TFX components of tfxd: one package per component."""
-
-from pipeline import tf_env  # noqa: F401  (must run before anything imports TensorFlow)
+"""Custom TFX components of tfxd: one package per component, component.py (its interface) and
+executor.py (its work), in TFX's own style."""

@@ -1,3 +1,2 @@
-"""Kubeflow Pipelines and Vertex AI: compile, submit, schedule, replay."""
-
-from pipeline import tf_env  # noqa: F401  (must run before anything imports TensorFlow)
+"""Kubeflow Pipelines and Vertex AI: compile, submit, schedule, replay. The only floor that imports
+their SDKs (kfp, google-cloud-aiplatform)."""

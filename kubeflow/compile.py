@@ -12,7 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pipeline.load import LoadedSpec
+import yaml
+from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+
+from tfxd.files import write_atomic
+from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.placement import Placement
 
 EXTENSIONS = {"kubeflow": ".yaml", "vertex": ".json"}
 _GI = 2**30 / 10**9  # KFP takes memory in GB (10^9 bytes)
@@ -23,16 +29,11 @@ GPU_RESOURCE = "nvidia.com/gpu"
 
 def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     """The compiled PipelineJob as a dict (its `pipelineSpec` is the KFP PipelineSpec)."""
-    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
-
-    from pipeline.assemble import runtime_parameters, tfx_pipeline
-    from pipeline.placement import Placement
-
     spec = loaded.spec
     config = v2.KubeflowV2DagRunnerConfig(default_image=getattr(spec.targets, target).image,
                                           display_name=spec.name)
     runner = v2.KubeflowV2DagRunner(config=config, output_dir=".", output_filename="unused.json")
-    job = runner.run(tfx_pipeline(loaded, "", target=target), parameter_values=runtime_parameters(spec),
+    job = runner.run(tfx_pipeline(loaded, target), parameter_values=runtime_parameters(spec),
                      write_out=False)
     if target == "kubeflow":
         _set_resources(job["pipelineSpec"], spec.targets.kubeflow.resources)  # type: ignore[union-attr]
@@ -76,13 +77,9 @@ def render(loaded: LoadedSpec, target: str) -> str:
     job = pipeline_job(loaded, target)
     if target == "vertex":
         return json.dumps(job, indent=2, sort_keys=True) + "\n"
-    import yaml
-
     return yaml.safe_dump(job["pipelineSpec"], sort_keys=True)
 
 
 def compile_to(loaded: LoadedSpec, target: str, output: str) -> str:
-    from pipeline.files import write_atomic
-
     write_atomic(output, render(loaded, target))
     return output

@@ -27,7 +27,7 @@ import json
 import re
 from typing import Any
 
-from kubeflow.submit import (
+from tfxd.kubeflow.submit import (
     cluster_pipeline_root,
     compiled_hash,
     kfp_client,
@@ -40,11 +40,12 @@ from kubeflow.submit import (
     vertex_sdk,
     vertex_target,
 )
-from pipeline.spec import Schedule, Spec
+from tfxd.pipeline.spec import cron
+from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.targets import Schedule
 
 TARGETS = ("vertex", "kubeflow")
 APPLY_ACTIONS = ("created", "unchanged", "updated", "replaced")
-KFP_TIMEZONES = frozenset({"UTC", "Etc/UTC"})
 _HASHES = re.compile(r"\[tfxd-spec=(?P<spec>[0-9a-f]+) tfxd-compiled=(?P<compiled>[0-9a-f]+)\]")
 _PAGE = 100
 
@@ -251,7 +252,7 @@ def _vertex_row(schedule: Any) -> dict[str, Any]:
 def kfp_cron(schedule: Schedule) -> str:
     """KFP's cron (robfig/cron) has a seconds field first and days of the week 0-6: '0 ' + the spec's
     five fields, a Sunday written 7 written 0. KFP has no time zone, so only UTC is taken."""
-    if schedule.timezone not in KFP_TIMEZONES:
+    if schedule.timezone not in cron.KFP_TIMEZONES:
         raise ScheduleError(f"Kubeflow Pipelines schedules have no time zone (they follow the cluster's "
                             f"clock, normally UTC), so {schedule.timezone!r} cannot be honoured; set "
                             f"targets.kubeflow.schedule.timezone: UTC and shift the cron's hours")

@@ -22,8 +22,12 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from pipeline.render import to_yaml
-from pipeline.spec import KubeflowTarget, Spec, VertexTarget
+from tfxd.files import is_uri
+from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.placement import Placement
+from tfxd.pipeline.spec.render import to_yaml
+from tfxd.pipeline.spec.targets import KubeflowTarget, VertexTarget
 
 # Vertex's PipelineState names without their PIPELINE_STATE_ prefix; the SDK counts PAUSED as done too.
 VERTEX_DONE = frozenset({"SUCCEEDED", "FAILED", "CANCELLED", "PAUSED"})
@@ -84,11 +88,8 @@ def _file_labels(path: str) -> dict[str, str]:
 
 
 def cluster_pipeline_root(spec: Spec, target: str) -> str | None:
-    """The pipeline root `tfxd compile` puts on a target (pipeline.placement: <bucket>/<name>/pipeline);
+    """The pipeline root `tfxd compile` puts on a target (pipeline.spec.placement: <bucket>/<name>/pipeline);
     None when the spec names no bucket for it (Kubeflow then uses the cluster's default)."""
-    from pipeline.load import LoadedSpec
-    from pipeline.placement import Placement
-
     placement = Placement(LoadedSpec(spec, ""), target)  # the cluster root needs no spec file path
     return placement.pipeline_root() if placement.cluster_root() else None
 
@@ -135,7 +136,7 @@ def vertex_sdk(api_endpoint: str | None = None, credentials: Any = None) -> Any:
     config._credentials = None
     if api_endpoint or credentials is not None:
         # init() without a project would pick REST by itself; say which, always.
-        transport = "rest" if api_endpoint and "://" in api_endpoint else "grpc"
+        transport = "rest" if api_endpoint and is_uri(api_endpoint) else "grpc"
         aiplatform.init(api_endpoint=api_endpoint, api_transport=transport, credentials=credentials)
     return aiplatform
 

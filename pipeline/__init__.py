@@ -1,2 +1,3 @@
-"""tfxd's spec, its loading, the CLI and (later) the spec -> TFX pipeline assembly."""
-from pipeline import tf_env  # noqa: F401  (must run before anything imports TensorFlow)
+"""The spec and what is made of it: spec/ (models, YAML with positions, errors, overrides, placement),
+assembly/ (spec -> the TFX pipeline), run/ (local runs and what they did) and report/ (summary, report.html,
+graph)."""

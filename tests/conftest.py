@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from pipeline.cli import cli
+from tfxd.cli.main import cli
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -1,3 +1,2 @@
-"""What runs inside the Trainer: run_fn, strategy planner, input pipeline, models."""
-
-from pipeline import tf_env  # noqa: F401  (must run before anything imports TensorFlow)
+"""What runs inside the Trainer: run_fn, strategy planner, input pipeline, models, callbacks, export.
+README.md here has the planner's decision table."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from trainer_module.models import import_object
+from tfxd import console
+from tfxd.trainer_module.models import import_object
 
 
 def progress_callback(total_epochs: int, is_chief: bool):
@@ -32,8 +33,6 @@ def progress_callback(total_epochs: int, is_chief: bool):
                       "train_seconds": round((self._validation_start or end) - self._start, 4)}
             self.history.append({"epoch": epoch + 1, **values, **timing})
             if is_chief:
-                from pipeline import console
-
                 shown = "  ".join(f"{k} {v:.4f}" for k, v in values.items())
                 console.step(f"Trainer epoch {epoch + 1}/{total_epochs} ({timing['seconds']:.1f} s): {shown}")
 
@@ -62,8 +61,6 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool):
                        f"in {backup_dir}")
             logging.info("tfxd trainer: %s", message)
             if is_chief:
-                from pipeline import console
-
                 console.step(f"Trainer {message}")
 
     return StartNote()

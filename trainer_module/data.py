@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainer_module.planner import Plan
+from tfxd.trainer_module.planner import Plan
 
 
 def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, input_spec: dict[str, Any],

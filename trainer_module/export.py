@@ -10,6 +10,8 @@ import shutil
 import tempfile
 from typing import Any
 
+from tfxd import keys
+
 
 def _signatures(model, tf_transform_output, label: str, label_only: list[str]) -> dict[str, Any]:
     import tensorflow as tf
@@ -29,8 +31,8 @@ def _signatures(model, tf_transform_output, label: str, label_only: list[str]) -
     def transform_features(serialized):
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
-    return {"serving_default": serve.get_concrete_function(),
-            "transform_features": transform_features.get_concrete_function()}
+    return {keys.SERVING_SIGNATURE: serve.get_concrete_function(),
+            keys.TRANSFORM_FEATURES_SIGNATURE: transform_features.get_concrete_function()}
 
 
 def save(model, tf_transform_output, label: str, label_only: list[str], serving_model_dir: str,
@@ -55,7 +57,7 @@ def write_report(serving_model_dir: str, content: dict[str, Any]) -> str:
     """The plan and the final metrics, next to the model (the model artifact's folder)."""
     from tfx.dsl.io import fileio
 
-    path = os.path.join(os.path.dirname(serving_model_dir.rstrip("/")), "tfxd_training.json")
+    path = os.path.join(os.path.dirname(serving_model_dir.rstrip("/")), keys.TRAINING_REPORT_FILE)
     with fileio.open(path, "w") as handle:
         handle.write(json.dumps(content, indent=2, sort_keys=True, default=str))
     return path

@@ -1,4 +1,4 @@
-"""Keras models built from the spec and the feature kinds Transform recorded (feature_info).
+"""Keras models built from the spec and the feature kinds Transform recorded (keys.FEATURE_INFO_FILE).
 
 Floats become numeric inputs; integer ids become one-hots (wide parts, small
 cardinalities) or embeddings (deep parts, large cardinalities); the output layer
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from tfxd.metrics import METRICS
 
 EMBEDDING_FROM = 32  # ids with more distinct values than this get an embedding in deep parts
 
@@ -167,44 +169,21 @@ def _optimizer(spec: Any):
     return optimizer
 
 
-# spec metric name -> a Keras metric factory (per task where the right class depends on it)
-KERAS_METRICS: dict[str, Any] = {
-    "accuracy": lambda task: "binary_accuracy" if task == "binary" else "sparse_categorical_accuracy",
-    "binary_accuracy": lambda task: "binary_accuracy",
-    "categorical_accuracy": lambda task: "sparse_categorical_accuracy",
-    "sparse_categorical_accuracy": lambda task: "sparse_categorical_accuracy",
-    "sparse_top_k_categorical_accuracy": lambda task: "sparse_top_k_categorical_accuracy",
-    "auc": lambda task: _keras_metric("AUC", name="auc"),
-    "auc_pr": lambda task: _keras_metric("AUC", curve="PR", name="auc_pr"),
-    "precision": lambda task: _keras_metric("Precision", name="precision"),
-    "recall": lambda task: _keras_metric("Recall", name="recall"),
-    "binary_crossentropy": lambda task: "binary_crossentropy",
-    "sparse_categorical_crossentropy": lambda task: "sparse_categorical_crossentropy",
-    "mean_squared_error": lambda task: "mean_squared_error",
-    "mean_absolute_error": lambda task: "mean_absolute_error",
-    "root_mean_squared_error": lambda task: _keras_metric("RootMeanSquaredError", name="root_mean_squared_error"),
-    "mean_absolute_percentage_error": lambda task: "mean_absolute_percentage_error",
-    "example_count": lambda task: _keras_metric("Sum", name="example_count", transform="count"),
-    "mean_label": lambda task: _keras_metric("Mean", name="mean_label", transform="label"),
-    "mean_prediction": lambda task: _keras_metric("Mean", name="mean_prediction", transform="prediction"),
-}
-
-
 def metric(name: str, task: str):
-    return KERAS_METRICS[name](task)
-
-
-def _keras_metric(class_name: str, transform: str | None = None, **kwargs):
+    """The Keras metric for the spec's metric ``name`` (tfxd.metrics) on a label of ``task``."""
     import tensorflow as tf
 
-    if transform is None:
-        return getattr(tf.keras.metrics, class_name)(**kwargs)
+    found = METRICS[name]
+    class_name, keras_name = found.keras(name, task)
     base = getattr(tf.keras.metrics, class_name)
+    if found.keras_of is None:
+        return base(name=keras_name, **found.config)
+    of = found.keras_of
 
-    class _Picked(base):  # a Sum/Mean over the labels, the predictions, or a count of examples
+    class _Picked(base):  # a Sum/Mean over a count of examples, the labels, or the predictions
         def update_state(self, y_true, y_pred, sample_weight=None):
             value = {"count": tf.ones_like(tf.cast(y_true, tf.float32)), "label": tf.cast(y_true, tf.float32),
-                     "prediction": tf.cast(y_pred, tf.float32)}[transform]
+                     "prediction": tf.cast(y_pred, tf.float32)}[of]
             return super().update_state(value, sample_weight=sample_weight)
 
-    return _Picked(**kwargs)
+    return _Picked(name=keras_name, **found.config)

@@ -2,8 +2,8 @@
 
 This is the one place that decides how to train: which tf.distribute strategy,
 how many replicas, who is chief, the global batch, how input is sharded, the
-precision and the collective implementation. It follows the decision table of
-DISTRIBUTED.md; an explicit ``training.strategy`` wins, and is refused with a
+precision and the collective implementation. It follows the decision table in
+this folder's README.md; an explicit ``training.strategy`` wins, and is refused with a
 reason when the hardware or cluster cannot serve it. TensorFlow is not
 imported here (see ``strategy.py`` for the thin adapter).
 """
@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from trainer_module.cluster import Cluster, from_environment
+from tfxd.trainer_module.cluster import Cluster, from_environment
 
 
 class PlanError(ValueError):
@@ -49,7 +49,7 @@ class Plan:
     cluster: dict[str, Any] | None = field(default=None)
 
     def to_json(self) -> dict[str, Any]:
-        """The shape `tfxd plan --json` prints (SPEC.md), plus the role and the collective."""
+        """The shape `tfxd plan --json` prints (README.md, "The CLI"), plus the role and the collective."""
         data = asdict(self)
         data.pop("cluster")
         return data

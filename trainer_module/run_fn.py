@@ -8,20 +8,18 @@ metrics next to the model. Referenced by dotted path from the pipeline image.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from typing import Any
 
 from absl import logging
 
-from pipeline import tf_env
-from trainer_module import callbacks as callback_builder
-from trainer_module import data, export, models, planner, strategy
+from tfxd import keys, tf_env
+from tfxd.trainer_module import callbacks as callback_builder
+from tfxd.trainer_module import data, export, models, planner, strategy
 
-SPEC_KEY = "spec"  # the resolved spec, as a dict
-TRAIN_EXAMPLES_KEY = "train_examples"  # from ExampleGen's split counts, for epochs
-BACKUP_DIR_KEY = "backup_dir"
-LABEL_ONLY_KEY = "label_only_columns"
+CONFIG = keys.TrainerConfig
 
 
 def make_plan(spec: dict[str, Any], train_files: int | None) -> tuple[planner.Plan, Any]:
@@ -51,12 +49,10 @@ def run_fn(fn_args) -> dict[str, Any]:
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from components.transform import feature_info
-
     tf_env.leave_tf_keras_to_itself()
 
     config = fn_args.custom_config
-    spec = config[SPEC_KEY]
+    spec = config[CONFIG.SPEC]
     # TrainArgs / EvalArgs win over the spec: a compiled pipeline takes them as runtime parameters
     training = {**spec["training"], "eval_steps": fn_args.eval_steps or spec["training"]["eval_steps"]}
     if not training.get("epochs") and fn_args.train_steps:
@@ -66,7 +62,7 @@ def run_fn(fn_args) -> dict[str, Any]:
     if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
         strategy.export_cluster(plan)
         workers = len(plan.cluster["cluster"].get("worker", []))
-        # too few inter-op threads and a ParameterServer cluster hangs (DISTRIBUTED.md)
+        # too few inter-op threads and a ParameterServer cluster hangs (README.md here, the traps)
         config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
         server = tf.distribute.Server(tf.train.ClusterSpec(plan.cluster["cluster"]), job_name=plan.task["type"],
                                       task_index=plan.task["index"], protocol="grpc", config=config, start=True)
@@ -76,9 +72,9 @@ def run_fn(fn_args) -> dict[str, Any]:
     if training.get("seed") is not None:
         tf.keras.utils.set_random_seed(training["seed"])
     tf_output = tft.TFTransformOutput(fn_args.transform_output)
-    info = feature_info.read(fn_args.transform_output)
+    info = feature_info(fn_args.transform_output)
     label = info["label"]["name"]
-    epochs, steps_per_epoch = schedule(training, config.get(TRAIN_EXAMPLES_KEY), plan.global_batch_size)
+    epochs, steps_per_epoch = schedule(training, config.get(CONFIG.TRAIN_EXAMPLES), plan.global_batch_size)
 
     def train_data(context=None):
         return data.dataset(fn_args.train_files, tf_output, label, plan,
@@ -90,14 +86,14 @@ def run_fn(fn_args) -> dict[str, Any]:
         model = models.build(spec, info)
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
              else train_data())
-    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(BACKUP_DIR_KEY),
+    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(CONFIG.BACKUP_DIR),
                                        epochs, plan.is_chief, batch_level=plan.strategy != "parameter_server")
     history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                         validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
     checksum = float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
-    export.save(model, tf_output, label, config.get(LABEL_ONLY_KEY, []), fn_args.serving_model_dir, plan.is_chief,
+    export.save(model, tf_output, label, config.get(CONFIG.LABEL_ONLY, []), fn_args.serving_model_dir, plan.is_chief,
                 builtin_layers=spec["model"]["type"] != "custom")
     result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
               "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
@@ -106,3 +102,11 @@ def run_fn(fn_args) -> dict[str, Any]:
     if plan.is_chief:
         export.write_report(fn_args.serving_model_dir, result)
     return result
+
+
+def feature_info(transform_output: str) -> dict[str, Any]:
+    """What Transform recorded about each transformed feature and the label (keys.FEATURE_INFO_FILE)."""
+    import tensorflow as tf
+
+    with tf.io.gfile.GFile(os.path.join(transform_output, keys.FEATURE_INFO_FILE), "r") as handle:
+        return json.loads(handle.read())

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainer_module.planner import Devices, Plan
+from tfxd.trainer_module.planner import Devices, Plan
 
 TPU_DEVICE_FILES = ("/dev/accel0", "/dev/vfio/0")
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import apache_beam as beam
 
-from components.example_gen import records
+from tfxd.components.example_gen import records
 
 
 class ReadQuery(beam.PTransform):

@@ -16,7 +16,7 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
 
-from components.example_gen import executor
+from tfxd.components.example_gen import executor
 
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):

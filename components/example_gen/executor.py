@@ -19,12 +19,11 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.example_gen import records
+from tfxd import keys
+from tfxd.components.example_gen import records
 
 READER_CONFIG_KEY = "reader_config"
 REPORT_DIR_KEY = "_tfxd_report_dir"
-BAD_RECORDS_PROPERTY = "tfxd_bad_records"
-SPLIT_COUNTS_PROPERTY = "tfxd_split_counts"
 _BAD = "bad"
 BAD_RECORDS_FILE = "bad_records.json"
 SPLIT_COUNTS_FILE = "split_counts.json"
@@ -153,7 +152,8 @@ def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], s
     query as ``split_pattern``."""
     config = json.loads(exec_properties[READER_CONFIG_KEY])
     if config["format"] == "bigquery":
-        from components.example_gen import bigquery
+        # start-up: Beam's BigQuery IO (the google-cloud-bigquery client) loads only for BigQuery data
+        from tfxd.components.example_gen import bigquery
 
         rows = [pipeline | "Query" >> bigquery.ReadQuery(split_pattern, config.get("project"))]
         bad: list = []
@@ -213,8 +213,8 @@ class Executor(BaseExampleGenExecutor):
                 f"split {', '.join(map(repr, empty))} ended up empty ({counts}); use more data, change the "
                 "split ratios, or check the split patterns")
         _check_needed_columns(exec_properties, os.path.join(report_dir, COLUMNS_FILE))
-        examples.set_string_custom_property(SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
-        examples.set_string_custom_property(BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
+        examples.set_string_custom_property(keys.SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
+        examples.set_string_custom_property(keys.BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
 
 
 def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:

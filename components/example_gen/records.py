@@ -438,9 +438,3 @@ def example_bytes(features: dict[str, list[Any]], types: dict[str, str]) -> byte
         else:
             feature.bytes_list.value.extend(items)
     return example.SerializeToString(deterministic=True)
-
-
-def split_key_bytes(features: dict[str, list[Any]], column: str) -> bytes:
-    """The bytes hashed for a record's split when ``split_key`` names a column (typed values, so the
-    split is the same whatever format the data came in)."""
-    return repr(features.get(column)).encode("utf-8")

@@ -8,7 +8,7 @@ from tfx.components.example_validator.component import ExampleValidator as TfxEx
 from tfx.dsl.components.base import base_component, executor_spec
 from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
 
-from components.example_validator import executor
+from tfxd.components.example_validator import executor
 
 
 class ExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):

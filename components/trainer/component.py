@@ -5,9 +5,9 @@ from __future__ import annotations
 from tfx.components.trainer.component import Trainer as TfxTrainer
 from tfx.dsl.components.base import executor_spec
 
-from components.trainer import executor
+from tfxd.components.trainer import executor
 
-RUN_FN = "trainer_module.run_fn.run_fn"
+RUN_FN = "tfxd.trainer_module.run_fn.run_fn"
 
 
 class Trainer(TfxTrainer):

@@ -5,6 +5,9 @@
 - Only the chief writes serving_model_dir: a non-chief replica that leaves no model is fine.
 - ``local_cluster`` (targets.local.trainer with workers > 1 or parameter servers) runs the training as
   localhost processes with their own TF_CONFIG (see local_cluster.py).
+
+The other ways the Trainer runs sit beside it: local_cluster.py (localhost processes), vertex_job.py
+(a Vertex AI custom job whose replicas run this executor).
 """
 
 from __future__ import annotations
@@ -18,11 +21,10 @@ from tfx.components.util import udf_utils
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.example_gen.executor import SPLIT_COUNTS_PROPERTY
-from components.trainer import local_cluster
-from trainer_module.run_fn import BACKUP_DIR_KEY, TRAIN_EXAMPLES_KEY
+from tfxd import keys
+from tfxd.components.trainer import local_cluster
 
-LOCAL_CLUSTER_KEY = "local_cluster"
+CONFIG = keys.TrainerConfig
 
 
 def _backup_dir(input_dict, output_dict, exec_properties) -> str:
@@ -48,8 +50,8 @@ def _drop_backup(backup_dir: str) -> None:
 class Executor(GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        cluster = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY]).get(LOCAL_CLUSTER_KEY)
-        backup_dir = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])[BACKUP_DIR_KEY]
+        config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
+        cluster, backup_dir = config.get(CONFIG.LOCAL_CLUSTER), config[CONFIG.BACKUP_DIR]
         if cluster and (cluster["workers"] > 1 or cluster["parameter_servers"] > 0):
             try:
                 local_cluster.train(input_dict, output_dict, exec_properties, cluster, self._log_dir())
@@ -81,10 +83,10 @@ class Executor(GenericExecutor):
     def _with_run_facts(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
         config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
-        counts = examples.get_string_custom_property(SPLIT_COUNTS_PROPERTY)
+        counts = examples.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
         if counts:
-            config[TRAIN_EXAMPLES_KEY] = json.loads(counts).get("train")
-        config[BACKUP_DIR_KEY] = _backup_dir(input_dict, output_dict, exec_properties)
+            config[CONFIG.TRAIN_EXAMPLES] = json.loads(counts).get("train")
+        config[CONFIG.BACKUP_DIR] = _backup_dir(input_dict, output_dict, exec_properties)
         return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
 
     def _log_dir(self) -> str:

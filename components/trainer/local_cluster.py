@@ -63,7 +63,7 @@ def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log
                    PARENT_ENV: str(os.getpid())}
             env.pop("CLUSTER_SPEC", None)
             with open(log_path, "w") as log:
-                process = subprocess.Popen([sys.executable, "-m", "components.trainer.local_worker"],
+                process = subprocess.Popen([sys.executable, "-m", "tfxd.components.trainer.local_worker"],
                                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
             processes.append((name, log_path, process))
             try:

@@ -1,5 +1,5 @@
-"""One process of a local Trainer cluster: `python -m components.trainer.local_worker`, reading the pickled
-(input_dict, output_dict, exec_properties) on stdin."""
+"""One process of a local Trainer cluster: `python -m tfxd.components.trainer.local_worker`, reading the
+pickled (input_dict, output_dict, exec_properties) on stdin."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ import sys
 import threading
 import time
 
-from components.trainer.local_cluster import PARENT_ENV
-from pipeline import tf_env  # noqa: F401  (before TensorFlow)
+from tfxd.components.trainer.local_cluster import PARENT_ENV
 
 
 def exit_with_parent(interval: float = 1.0) -> None:
@@ -31,9 +30,10 @@ def exit_with_parent(interval: float = 1.0) -> None:
 
 def main() -> None:
     exit_with_parent()
+    # start-up: the parent watch runs before TensorFlow's seconds-long import, not after it
     from absl import logging
 
-    from components.trainer.executor import Executor
+    from tfxd.components.trainer.executor import Executor
 
     logging.use_absl_handler()  # this process's log file is its stderr: keep TFX's INFO lines there
     logging.set_verbosity(logging.INFO)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from tfx.components.transform.component import Transform as TfxTransform
 from tfx.dsl.components.base import executor_spec
 
-from components.transform import executor
+from tfxd.components.transform import executor
 
-PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
+PREPROCESSING_FN = "tfxd.components.transform.preprocessing.preprocessing_fn"
 
 
 class Transform(TfxTransform):

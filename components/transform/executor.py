@@ -8,7 +8,8 @@ import json
 from tfx.components.transform import executor as tfx_transform
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.transform import feature_info
+from tfxd import keys
+from tfxd.components.transform import feature_info
 
 
 @contextlib.contextmanager
@@ -29,13 +30,11 @@ def _without_deep_copy():
 
 def _carry_split_counts(input_dict, output_dict) -> None:
     """Transformed examples are the examples one for one: they carry ExampleGen's split counts on."""
-    from components.example_gen.executor import SPLIT_COUNTS_PROPERTY
-
     source = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
-    counts = source.get_string_custom_property(SPLIT_COUNTS_PROPERTY)
+    counts = source.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
     for target in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
         if counts:
-            target.set_string_custom_property(SPLIT_COUNTS_PROPERTY, counts)
+            target.set_string_custom_property(keys.SPLIT_COUNTS_PROPERTY, counts)
 
 
 class Executor(tfx_transform.Executor):

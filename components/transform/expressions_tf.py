@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import tensorflow as tf
 
-from pipeline import expressions
+from tfxd import expressions
 
 _BINARY = {ast.Add: tf.add, ast.Sub: tf.subtract, ast.Mult: tf.multiply, ast.Div: tf.math.divide,
            ast.Mod: tf.math.floormod}

@@ -1,4 +1,5 @@
-"""What the Trainer needs to know about each transformed feature, written beside the transform graph.
+"""What the Trainer needs to know about each transformed feature, written beside the transform graph
+(keys.FEATURE_INFO_FILE).
 
 For every output: its kind ("float": dense numbers; "id": integer ids with a
 cardinality, ready for an embedding or one-hot; "string") and shape; and for
@@ -12,16 +13,18 @@ import json
 import os
 from typing import Any
 
-FILE_NAME = "tfxd_features.json"
-_CARDINALITY = {"bucketize": "buckets", "hash": "buckets", "categorical": "num_buckets"}
+import tensorflow as tf
+from tfx.dsl.io import fileio
+
+from tfxd import keys
+from tfxd.transforms import TRANSFORMS
 
 
 def describe(tft_output: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """Kinds, shapes and cardinalities from the transformed feature spec and the spec's features."""
-    import tensorflow as tf
-
-    by_name = {feature["name"]: feature for feature in config.get("features", [])}
-    label = config.get("label", {})
+    """Kinds, shapes and cardinalities from the transformed feature spec and the spec's features
+    (``config``: Transform's custom_config)."""
+    by_name = {feature["name"]: feature for feature in config.get(keys.FEATURES, [])}
+    label = config.get(keys.LABEL, {})
     features: dict[str, Any] = {}
     for name, spec in sorted(tft_output.transformed_feature_spec().items()):
         if name == label.get("name"):
@@ -43,19 +46,10 @@ def _cardinality(tft_output: Any, feature: dict[str, Any] | None) -> int | None:
         return None
     if feature["transform"] == "vocabulary":
         return int(tft_output.vocabulary_size_by_name(feature["name"])) + int(feature["oov_buckets"])
-    option = _CARDINALITY.get(feature["transform"])
+    option = TRANSFORMS[feature["transform"]].cardinality
     return int(feature[option]) if option else None
 
 
 def write(graph_dir: str, info: dict[str, Any]) -> None:
-    from tfx.dsl.io import fileio
-
-    with fileio.open(os.path.join(graph_dir, FILE_NAME), "w") as handle:
+    with fileio.open(os.path.join(graph_dir, keys.FEATURE_INFO_FILE), "w") as handle:
         handle.write(json.dumps(info, indent=2, sort_keys=True))
-
-
-def read(graph_dir: str) -> dict[str, Any]:
-    from tfx.dsl.io import fileio
-
-    with fileio.open(os.path.join(graph_dir, FILE_NAME), "r") as handle:
-        return json.loads(handle.read())

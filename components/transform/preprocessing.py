@@ -1,7 +1,8 @@
 """The generic preprocessing_fn: the spec's `features` and `label` (from Transform's custom_config) as tf.Transform.
 
-Imported by dotted path (``components.transform.preprocessing.preprocessing_fn``)
-from the pipeline image, so no user module is packaged or staged.
+Imported by dotted path (``tfxd.components.transform.preprocessing.preprocessing_fn``)
+from the pipeline image, so no user module is packaged or staged. Every transform of tfxd.transforms
+is implemented in ``_transform``.
 """
 
 from __future__ import annotations
@@ -11,21 +12,18 @@ from typing import Any
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.transform.expressions_tf import compile_expression
-
-FEATURES_KEY = "features"
-LABEL_KEY = "label"
-OUTPUT_FLOAT = ("zscore", "minmax", "log", "identity")
+from tfxd import keys
+from tfxd.components.transform.expressions_tf import compile_expression
 
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
     columns = _Columns(inputs)
     outputs: dict[str, tf.Tensor] = {}
-    for feature in custom_config[FEATURES_KEY]:
+    for feature in custom_config[keys.FEATURES]:
         name = feature["name"]
         raw = compile_expression(feature["expr"], columns.get) if feature.get("expr") else columns.get(name)
         outputs[name] = _transform(name, raw, feature)
-    label = custom_config[LABEL_KEY]
+    label = custom_config[keys.LABEL]
     raw_label = compile_expression(label["expr"], columns.get) if label.get("expr") else columns.get(label["column"])
     outputs[label["name"]] = _label(label, raw_label)
     return outputs
@@ -155,7 +153,9 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
     if kind == "categorical":
         ids = tf.cast(tf.round(values), tf.int64)
         return tf.clip_by_value(ids, 0, feature["num_buckets"] - 1)
-    return tf.cast(values, tf.float32)  # identity
+    if kind == "identity":
+        return tf.cast(values, tf.float32)
+    raise ValueError(f"feature {name!r}: transform {kind!r} is in tfxd.transforms but not implemented here")
 
 
 def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:

@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 
-from kubeflow.submit import vertex_sdk
-from pipeline.load import load_spec
-from pipeline.spec import Spec
 from tests.conftest import BASE_SPEC
 from tests.kubeflow.fake_kfp import FakeKfp
 from tests.kubeflow.fake_vertex import PROJECT_NUMBER, FakeVertex
+from tfxd.kubeflow.submit import vertex_sdk
+from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.load import load_spec
 
 TARGETS = """\
 targets:

@@ -31,8 +31,8 @@ def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
 def compiled(tmp_path_factory) -> dict[tuple[str, str], Path]:
     """Every example compiled for both targets into a folder that holds nothing else: taxi through the
     CLI, the others in-process (the same function the CLI calls; one TensorFlow import)."""
-    from kubeflow.compile import compile_to
-    from pipeline.load import load_spec
+    from tfxd.kubeflow.compile import compile_to
+    from tfxd.pipeline.spec.load import load_spec
 
     out = tmp_path_factory.mktemp("compiled")
     files = {}
@@ -74,10 +74,10 @@ def test_outputs_parse_strictly_and_name_importable_executors(compiled):
         for dotted in classes:
             module, _, name = dotted.rpartition(".")
             assert getattr(importlib.import_module(module), name)
-        assert "components.trainer.executor.Executor" in classes
+        assert "tfxd.components.trainer.executor.Executor" in classes
         tasks = pipeline_spec["root"]["dag"]["tasks"]
-        for task, key, dotted in (("Transform", "preprocessing_fn", "components.transform.preprocessing.preprocessing_fn"),
-                                  ("Trainer", "run_fn", "trainer_module.run_fn.run_fn")):
+        for task, key, dotted in (("Transform", "preprocessing_fn", "tfxd.components.transform.preprocessing.preprocessing_fn"),
+                                  ("Trainer", "run_fn", "tfxd.trainer_module.run_fn.run_fn")):
             parameters = tasks[task]["inputs"]["parameters"]
             assert parameters[key]["runtimeValue"]["constantValue"]["stringValue"] == dotted
             assert "module_file" not in parameters and "module_path" not in parameters
@@ -176,14 +176,14 @@ def test_kubeflow_resources_become_task_resources(tmp_path):
 
 
 def test_vertex_worker_pools_for_two_workers_one_ps_and_t4s(tmp_path):
-    from pipeline.load import load_spec
+    from tfxd.pipeline.spec.load import load_spec
 
     spec = _spec_with(tmp_path, "")
     sets = ("targets.vertex.trainer.workers=2", "targets.vertex.trainer.parameter_servers=1",
             "targets.vertex.trainer.machine_type=n1-standard-8",
             "targets.vertex.trainer.accelerator={type: NVIDIA_TESLA_T4, count: 1}",
             "targets.vertex.service_account=trainer@my-project.iam.gserviceaccount.com")
-    from kubeflow.vertex_trainer import custom_config
+    from tfxd.components.trainer.vertex_job import custom_config
 
     vertex = load_spec(str(spec), sets, target="vertex").spec.targets.vertex
     image = {"image_uri": "us-docker.pkg.dev/my-project/ml/tfxd-taxi:0.1.0"}
@@ -202,13 +202,13 @@ def test_vertex_worker_pools_for_two_workers_one_ps_and_t4s(tmp_path):
     assert result.returncode == 0, result.stderr
     pipeline_spec = json.loads(result.stdout)["pipelineSpec"]
     trainer_args = _executors(pipeline_spec)["Trainer_executor"]["container"]["args"]
-    assert trainer_args[:2] == ["--executor_class_path", "kubeflow.vertex_trainer.Executor"]
+    assert trainer_args[:2] == ["--executor_class_path", "tfxd.components.trainer.vertex_job.Executor"]
 
 
 def test_mirrored_workers_put_accelerators_on_the_chief_too():
     from types import SimpleNamespace
 
-    from kubeflow.vertex_trainer import worker_pools
+    from tfxd.components.trainer.vertex_job import worker_pools
 
     trainer = SimpleNamespace(workers=3, parameter_servers=0, machine_type="a2-highgpu-1g",
                               accelerator=SimpleNamespace(type="NVIDIA_TESLA_A100", count=1))
@@ -246,7 +246,7 @@ def test_a_non_utc_kubeflow_schedule_is_refused(tmp_path):
 
 
 def test_the_dockerfile_matches_what_compile_assumes():
-    from pipeline.placement import IMAGE_PROJECT_DIR
+    from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
     lines = (REPO / "kubeflow" / "Dockerfile").read_text().splitlines()
     assert "ARG TFX_IMAGE=gcr.io/tfx-oss-public/tfx:1.16.0" in lines and "FROM ${TFX_IMAGE}" in lines

@@ -13,7 +13,6 @@ Two full taxi replays (module-scoped, ~2-3 minutes each on 2 cores) and one that
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import subprocess
@@ -24,10 +23,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kubeflow import replay as rp
-from pipeline.placement import IMAGE_PROJECT_DIR
 from tests.conftest import REPO
-from tests.pipeline.test_run_taxi import TAXI_ACCURACY_FLOOR, served_on_raw_examples
+from tests.pipeline.run.test_run_taxi import (
+    TAXI_ACCURACY_FLOOR,
+    example_project,
+    served_on_raw_examples,
+)
+from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
+from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
 RESOLVERS = ("latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver")
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
@@ -40,8 +43,8 @@ CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "T
 @pytest.fixture(scope="module")
 def taxi(tmp_path_factory) -> dict[str, Path]:
     """A scratch project (taxi.yaml and its data) and the example compiled for both targets."""
-    from kubeflow.compile import compile_to
-    from pipeline.load import load_spec
+    from tfxd.kubeflow.compile import compile_to
+    from tfxd.pipeline.spec.load import load_spec
 
     project = tmp_path_factory.mktemp("project")
     (project / "taxi.yaml").write_text((REPO / "examples" / "taxi.yaml").read_text())
@@ -58,7 +61,7 @@ def taxi(tmp_path_factory) -> dict[str, Path]:
 def first(taxi) -> tuple[dict, list]:
     """The Vertex PipelineJob replayed as compiled (and the on_task events)."""
     events: list = []
-    summary = rp.replay(str(taxi["vertex"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
+    summary = runner.replay(str(taxi["vertex"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
                         on_task=lambda name, event: events.append((name, event)))
     return summary, events
 
@@ -82,14 +85,6 @@ def second(taxi, first) -> dict:
 
 def _task(summary: dict, name: str) -> dict:
     return next(task for task in summary["tasks"] if task["name"] == name)
-
-
-def _records(pattern: str):
-    import tensorflow as tf
-
-    files = glob.glob(pattern)
-    assert files, pattern
-    return [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(files, compression_type="GZIP")]
 
 
 def _value(example, name: str) -> float:
@@ -127,7 +122,7 @@ def test_vertex_job_replays_every_task(taxi, first):
     assert json.loads(metadata["split_names"]) == ["train", "eval"]
     assert sum(json.loads(metadata["tfxd_split_counts"]).values()) == 15002
     # every output artifact is indexed under the root, with a unique name
-    index = json.loads((root / rp.INDEX_FILE).read_text())["artifacts"]
+    index = json.loads((root / artifacts.INDEX_FILE).read_text())["artifacts"]
     mine = [record for record in index if record["run_id"] == summary["run_id"]]
     assert len({record["name"] for record in mine}) == len(mine) == len(summary["artifacts"])
     assert {record["uri"] for record in mine} == set(summary["artifacts"].values())
@@ -203,6 +198,25 @@ def test_second_replay_compares_with_the_first_blessed_model(first, second):
     assert metadata["baseline_model_id"] == baseline["name"]  # TFX mapped the id back to the name
 
 
+@pytest.mark.parametrize(("example", "pipeline"), [("penguin", "penguin-species"), ("digits", "digits-cnn")])
+def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, pipeline):
+    """Each example as shipped, compiled for Kubeflow, replays end to end: every task ran, the model is
+    blessed and pushed (to the replay's stand-in for the bucket)."""
+    from tfxd.kubeflow.compile import compile_to
+    from tfxd.pipeline.spec.load import load_spec
+
+    project = example_project(tmp_path_factory, example)
+    compiled = compile_to(load_spec(str(project / f"{example}.yaml"), target="kubeflow"), "kubeflow",
+                          str(project / f"{example}-kubeflow.yaml"))
+    summary = runner.replay(compiled, project_dir=str(project), root=str(project / "replays"))
+    assert summary["pipeline"] == pipeline and summary["status"] == "ok"
+    assert {task["name"]: task["status"] for task in summary["tasks"]} == {
+        **dict.fromkeys(CONTAINERS, "ran"), **dict.fromkeys(RESOLVERS, "resolved")}
+    assert summary["blessed"] is True and summary["pushed"] is True
+    assert summary["pushed_destination_on_cluster"].startswith(f"gs://my-bucket/tfxd/{pipeline}/serving/")
+    assert os.path.isdir(summary["pushed_destination"])
+
+
 def test_failing_task_stops_the_replay(taxi, tmp_path):
     job = json.loads(taxi["vertex"].read_text())
     parameters = job["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]["parameters"]
@@ -210,8 +224,8 @@ def test_failing_task_stops_the_replay(taxi, tmp_path):
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(job))
     events: list = []
-    with pytest.raises(rp.TaskFailed) as caught:
-        rp.replay(str(broken), project_dir=str(taxi["project"]), root=str(tmp_path / "root"),
+    with pytest.raises(launcher.TaskFailed) as caught:
+        runner.replay(str(broken), project_dir=str(taxi["project"]), root=str(tmp_path / "root"),
                   on_task=lambda name, event: events.append((name, event["event"], event.get("status"))))
     error = caught.value
     log = tmp_path / "root" / error.summary["run_id"] / "logs" / "ExampleGen.log"
@@ -349,7 +363,7 @@ def _seen(summary: dict, task: str) -> dict:
 
 def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
     monkeypatch.setenv("SCORE", "2")
-    summary = rp.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
+    summary = runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
                         parameters={"label": "chosen"})
     project, root, run_dir = str(tiny["project"]), str(tiny["root"]), Path(summary["run_dir"])
     assert [task["name"] for task in summary["tasks"]] == ["bring", "make", "use", "latest"]
@@ -392,24 +406,24 @@ def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
 
 def test_tiny_yaml_defaults_and_resolver_history(tiny, monkeypatch):
     monkeypatch.setenv("SCORE", "2")
-    one = rp.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
+    one = runner.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
     assert one["format"] == "kubeflow" and one["parameters"] == {"steps": 5, "label": "x"}
     monkeypatch.setenv("SCORE", "1")  # the second run's model does not match the resolver's filter
-    two = rp.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
+    two = runner.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
                     parameters={"steps": "9"})
     assert two["parameters"]["steps"] == 9
     assert _task(two, "latest")["outputs"] == {"model": [one["artifacts"]["use.data"]]}
     # the importer does not reimport an artifact it already has
     assert _task(two, "bring")["outputs"] == _task(one, "bring")["outputs"]
-    index = json.loads((tiny["root"] / rp.INDEX_FILE).read_text())["artifacts"]
+    index = json.loads((tiny["root"] / artifacts.INDEX_FILE).read_text())["artifacts"]
     assert [record["order"] for record in index] == list(range(1, len(index) + 1))
     assert len({record["name"] for record in index}) == len(index) == 5  # schema once, two runs x (make, use)
 
 
 def test_tiny_failing_task_names_task_exit_code_and_log(tiny, monkeypatch):
     monkeypatch.setenv("FAIL", "1")
-    with pytest.raises(rp.TaskFailed) as caught:
-        rp.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]), run_id="r1")
+    with pytest.raises(launcher.TaskFailed) as caught:
+        runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]), run_id="r1")
     log = tiny["root"] / "r1" / "logs" / "use.log"
     assert caught.value.task == "use" and caught.value.exit_code == 3 and caught.value.log == str(log)
     assert str(caught.value) == f"use failed: exit code 3: ValueError: asked to fail\n    full log: {log}"
@@ -421,28 +435,28 @@ def test_refusals(tiny, tmp_path):
 
     spec = yaml.safe_load(tiny["yaml"].read_text())
     kwargs = {"project_dir": str(tiny["project"]), "root": str(tmp_path / "root")}
-    with pytest.raises(rp.ReplayError, match=r"unknown pipeline parameter 'stpes' \(the pipeline's: label, steps\)"):
-        rp.replay(str(tiny["yaml"]), parameters={"stpes": "1"}, **kwargs)
-    with pytest.raises(rp.ReplayError, match="pipeline parameter steps: 'many' is not a valid int"):
-        rp.replay(str(tiny["yaml"]), parameters={"steps": "many"}, **kwargs)
+    with pytest.raises(ir.ReplayError, match=r"unknown pipeline parameter 'stpes' \(the pipeline's: label, steps\)"):
+        runner.replay(str(tiny["yaml"]), parameters={"stpes": "1"}, **kwargs)
+    with pytest.raises(ir.ReplayError, match="pipeline parameter steps: 'many' is not a valid int"):
+        runner.replay(str(tiny["yaml"]), parameters={"steps": "many"}, **kwargs)
     spec["deploymentSpec"]["executors"]["latest_executor"]["resolver"]["outputArtifactQueries"]["model"][
         "filter"] = 'schema_title="tfx.Model" AND create_time>"2024-01-01"'
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(spec))
-    with pytest.raises(rp.ReplayError, match="does not support the clause 'create_time>\"2024-01-01\"'"):
-        rp.replay(str(bad), **kwargs)
+    with pytest.raises(ir.ReplayError, match="does not support the clause 'create_time>\"2024-01-01\"'"):
+        runner.replay(str(bad), **kwargs)
     spec["root"]["dag"]["tasks"]["make"]["dependentTasks"] = ["latest"]
     bad.write_text(yaml.safe_dump(spec))
-    with pytest.raises(rp.ReplayError, match="cycle"):
-        rp.replay(str(bad), **kwargs)
+    with pytest.raises(ir.ReplayError, match="cycle"):
+        runner.replay(str(bad), **kwargs)
     not_compiled = tmp_path / "spec.yaml"
     not_compiled.write_text("tfxd: 1\nname: x\n")
-    with pytest.raises(rp.ReplayError, match="is not a compiled pipeline"):
-        rp.replay(str(not_compiled), **kwargs)
+    with pytest.raises(ir.ReplayError, match="is not a compiled pipeline"):
+        runner.replay(str(not_compiled), **kwargs)
 
 
 def test_resolver_filters_as_tfx_compiles_them(tmp_path):
-    index = rp.ArtifactIndex(str(tmp_path))
+    index = artifacts.ArtifactIndex(str(tmp_path))
     base = {"pipeline": "p", "run_id": "r", "task": "t", "key": "k"}
     model_1 = index.add({**base, "name": "m1", "schemaTitle": "tfx.Model", "uri": "/m1", "metadata": {}})
     index.add({**base, "name": "b1", "schemaTitle": "tfx.ModelBlessing", "uri": "/b1",
@@ -453,7 +467,7 @@ def test_resolver_filters_as_tfx_compiles_them(tmp_path):
     index.add({**base, "pipeline": "other", "name": "b3", "schemaTitle": "tfx.ModelBlessing", "uri": "/b3",
                "metadata": {"blessed": 1.0, "current_model_id": "m3"}})
     blessed = 'schema_title="tfx.ModelBlessing" AND state=LIVE AND metadata.blessed.number_value=1'
-    assert [r["name"] for r in rp.ArtifactIndex(str(tmp_path)).query("p", blessed, lambda _: None)] == ["b1"]
+    assert [r["name"] for r in artifacts.ArtifactIndex(str(tmp_path)).query("p", blessed, lambda _: None)] == ["b1"]
     by_name = ('schema_title="tfx.Model" AND state=LIVE AND '
                "name=\"{{$.inputs.artifacts['input'].metadata['current_model_id']}}\"")
     seen = []
@@ -468,7 +482,7 @@ def test_resolver_filters_as_tfx_compiles_them(tmp_path):
     assert [r["name"] for r in index.query("p", 'schema_title="tfx.Model" AND state=LIVE', lambda _: None)] == [
         "m2", "m1"]
     assert index.query("p", 'schema_title="tfx.Model" AND state=PENDING', lambda _: None) == []
-    with pytest.raises(rp.ReplayError, match="'metadata.blessed.number_value>0'"):
+    with pytest.raises(ir.ReplayError, match="'metadata.blessed.number_value>0'"):
         index.query("p", "metadata.blessed.number_value>0", lambda _: None)
 
 
@@ -476,7 +490,7 @@ def test_task_order_follows_dependencies_and_inputs():
     tasks = {"c": {"inputs": {"artifacts": {"x": {"taskOutputArtifact": {"producerTask": "b"}}}}},
              "b": {"inputs": {"parameters": {"y": {"taskOutputParameter": {"producerTask": "a"}}}}},
              "a": {"dependentTasks": ["d"]}, "d": {}}
-    assert rp.task_order(tasks) == ["d", "a", "b", "c"]
-    with pytest.raises(rp.ReplayError, match="task a depends on zz"):
-        rp.task_order({"a": {"dependentTasks": ["zz"]}})
+    assert ir.task_order(tasks) == ["d", "a", "b", "c"]
+    with pytest.raises(ir.ReplayError, match="task a depends on zz"):
+        ir.task_order({"a": {"dependentTasks": ["zz"]}})
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kubeflow import schedules
-from kubeflow.schedules import ScheduleError, kfp_cron
-from kubeflow.submit import compiled_hash, spec_hash
-from pipeline.spec import Schedule
+from tfxd.kubeflow import schedules
+from tfxd.kubeflow.schedules import ScheduleError, kfp_cron
+from tfxd.kubeflow.submit import compiled_hash, spec_hash
+from tfxd.pipeline.spec.targets import Schedule
 
 PARENT = "/v1/projects/demo-project/locations/europe-west4"
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from kubeflow.submit import (
+from tfxd.kubeflow.submit import (
     RunFailed,
     compiled_hash,
     quiet,

@@ -1,4 +1,4 @@
-"""The planner, table-driven: every row of DISTRIBUTED.md's decision table and every refusal."""
+"""The planner, table-driven: every row of trainer_module/README.md's decision table and every refusal."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from trainer_module.cluster import ClusterError, from_environment
-from trainer_module.planner import Devices, PlanError, plan
+from tfxd.trainer_module.cluster import ClusterError, from_environment
+from tfxd.trainer_module.planner import Devices, PlanError, plan
 
 CPU = Devices()
 ONE_GPU = Devices(gpus=1, gpu_compute_capability=(7, 5))

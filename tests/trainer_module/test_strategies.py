@@ -12,11 +12,11 @@ import textwrap
 import pytest
 
 from tests.conftest import REPO
-from trainer_module.strategy import resolve_tpu, tpu_address
+from tfxd.trainer_module.strategy import resolve_tpu, tpu_address
 
 TINY_MODEL = """
 import numpy as np, tensorflow as tf
-from trainer_module import models
+from tfxd.trainer_module import models
 SPEC = {"model": {"type": "dnn", "hidden_units": [8], "dropout": 0.0, "optimizer": "adam",
                   "metrics": ["accuracy"]}}
 INFO = {"features": {"x": {"kind": "float", "shape": [], "cardinality": None},
@@ -36,7 +36,7 @@ def run_fresh(code: str, env: dict[str, str] | None = None, timeout: int = 300) 
     """Run the tiny model's setup and ``code`` in a new interpreter; it prints one line 'RESULT {json}'."""
     full_env = {key: value for key, value in os.environ.items() if key not in ("TF_CONFIG", "CLUSTER_SPEC")}
     full_env.update({"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "3", **(env or {})})
-    program = "import pipeline.tf_env\n" + TINY_MODEL + textwrap.dedent(code)
+    program = "import tfxd\n" + TINY_MODEL + textwrap.dedent(code)
     result = subprocess.run([sys.executable, "-c", program],
                             capture_output=True, text=True, env=full_env, timeout=timeout, cwd=REPO)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -47,7 +47,7 @@ def run_fresh(code: str, env: dict[str, str] | None = None, timeout: int = 300) 
 def test_detection_leaves_the_runtime_unstarted_and_mirrored_runs_on_two_logical_cpus():
     result = run_fresh("""
         import json
-        from trainer_module import planner, strategy
+        from tfxd.trainer_module import planner, strategy
         devices, _ = strategy.detect_devices({})
         cpu = tf.config.list_physical_devices("CPU")[0]
         # would raise RuntimeError if detection had started the runtime
@@ -69,12 +69,12 @@ def test_detection_leaves_the_runtime_unstarted_and_mirrored_runs_on_two_logical
 def test_parameter_server_on_an_in_process_cluster():
     result = run_fresh("""
         import json, os, portpicker
-        from trainer_module import planner, strategy
+        from tfxd.trainer_module import planner, strategy
         ports = [portpicker.pick_unused_port() for _ in range(4)]
         cluster = {"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"],
                    "ps": [f"localhost:{ports[3]}"]}
         spec = tf.train.ClusterSpec(cluster)
-        # in-process workers need enough inter-op threads, or the cluster hangs (DISTRIBUTED.md)
+        # in-process workers need enough inter-op threads, or the cluster hangs (trainer_module/README.md)
         config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
         servers = [tf.distribute.Server(spec, job_name=kind, task_index=index, protocol="grpc", config=config,
                                         start=True)
@@ -117,20 +117,10 @@ def test_tpu_detection_seam():
     assert resolve_tpu(None, Found) is None
 
 
-@pytest.mark.parametrize("name", ["accuracy", "auc", "mean_label", "example_count", "root_mean_squared_error"])
-def test_every_metric_name_maps_to_keras(name):
-    from pipeline.spec import METRICS
-    from trainer_module.models import KERAS_METRICS, metric
-
-    assert set(KERAS_METRICS) == set(METRICS)
-    task = sorted(METRICS[name])[0]
-    assert metric(name, task) is not None
-
-
 def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
     result = run_fresh(f"""
         import json
-        from trainer_module import callbacks
+        from tfxd.trainer_module import callbacks
 
         CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": True,
                    "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
@@ -159,7 +149,7 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
 def test_backup_dir_is_stable_for_a_retry_and_new_for_new_work():
     from tfx.types import standard_artifacts
 
-    from components.trainer.executor import _backup_dir
+    from tfxd.components.trainer.executor import _backup_dir
 
     def dirs(config: str, examples_uri: str = "/r/Transform/transformed_examples/5"):
         examples, model = standard_artifacts.Examples(), standard_artifacts.Model()
@@ -210,7 +200,7 @@ def test_every_model_type_builds_and_fits():
 
 
 def test_steps_and_epochs_schedule():
-    from trainer_module.run_fn import schedule
+    from tfxd.trainer_module.run_fn import schedule
 
     assert schedule({"steps": 1000, "epochs": None}, None, 40) == (10, 100)
     assert schedule({"steps": 7, "epochs": None}, None, 40) == (7, 1)

@@ -49,7 +49,7 @@ class SlowEpochs(tf.keras.callbacks.Callback):
 """
 
 ARGS = ("run", "spec.yaml", "--to", "Trainer", "--set", "beam.workers=1")
-WORKER_MODULE = "components.trainer.local_worker"
+WORKER_MODULE = "tfxd.components.trainer.local_worker"
 
 
 def _project(folder: Path) -> Path:

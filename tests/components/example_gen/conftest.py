@@ -37,14 +37,14 @@ def run_example_gen(tmp_path):
         from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
         from tfx.types import artifact_utils, standard_artifacts
 
-        from components.example_gen import executor
-        from pipeline.assemble import components
-        from pipeline.load import load_spec
+        from tfxd.components.example_gen import executor
+        from tfxd.pipeline.assembly.dag import nodes
+        from tfxd.pipeline.spec.load import load_spec
 
         folder = folder or tmp_path
         spec = folder / "spec.yaml"
         spec.write_text(spec_text(data))
-        example_gen = components(load_spec(str(spec), check_files=False), to="ExampleGen")[0]
+        example_gen = nodes(load_spec(str(spec), check_files=False), to="ExampleGen")[0]
         properties = dict(example_gen.exec_properties)
         out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
         examples = standard_artifacts.Examples()

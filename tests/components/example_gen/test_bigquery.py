@@ -5,8 +5,8 @@ from __future__ import annotations
 import apache_beam as beam
 import pytest
 
-from components.example_gen import bigquery
-from components.example_gen.records import BadRecordError
+from tfxd.components.example_gen import bigquery
+from tfxd.components.example_gen.records import BadRecordError
 
 
 def test_read_query_builds_a_standard_sql_bigquery_read():

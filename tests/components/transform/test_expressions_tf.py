@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.transform.expressions_tf import compile_expression
+from tfxd.components.transform.expressions_tf import compile_expression
 
 FARE = np.array([10.0, 0.0, np.nan, 25.5, 7.25])
 MILES = np.array([2.0, 0.0, 1.0, np.nan, 3.5])

@@ -16,7 +16,7 @@ def transformed_labels(label: dict, values: list) -> list:
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
 
-    from components.transform.preprocessing import preprocessing_fn
+    from tfxd.components.transform.preprocessing import preprocessing_fn
 
     dtype = tf.string if isinstance(values[0], str) else tf.int64
     rows = [{"x": [1.0], "y": [value.encode() if isinstance(value, str) else value]} for value in values]

@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 import pytest
 
-from components.transform.preprocessing import preprocessing_fn
+from tfxd.components.transform.preprocessing import preprocessing_fn
 
 # a column with two missing values (sparse, as TFX reads a CSV column that is sometimes empty)
 X = [1.0, 2.0, None, 4.0, 5.0, None, 8.0, 10.0]

@@ -1,0 +1,1 @@
+"""The top floor: the `tfxd` command line and `tfxd init`'s scaffolding."""

@@ -1,0 +1,168 @@
+"""The verbs for Kubeflow Pipelines and Vertex AI: compile, submit, schedule, and replay (a compiled file
+run here as the cluster would run it).
+
+The spec is imported at the top; TFX and the services' SDKs load inside the verbs that need them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from typing import Any
+
+import click
+
+from tfxd import console
+from tfxd.cli.options import (
+    CLUSTER_TARGETS,
+    cluster_target,
+    endpoint_option,
+    fails_well,
+    output_option,
+    service_call,
+    set_option,
+)
+from tfxd.pipeline.spec.load import load_spec
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
+
+SCHEDULE_ACTIONS = ("apply", "pause", "resume", "delete", "list")
+
+
+@click.command(name="compile")
+@click.argument("spec", type=click.Path())
+@click.option("--target", type=click.Choice(CLUSTER_TARGETS), required=True,
+              help="kubeflow: a KFP v2 PipelineSpec (YAML); vertex: a Vertex PipelineJob (JSON).")
+@output_option
+@set_option
+@fails_well
+def compile_(spec: str, target: str, output: str | None, sets: tuple[str, ...]) -> None:
+    """Compile SPEC for Kubeflow Pipelines or Vertex AI Pipelines (offline; writes only the output)."""
+    loaded = load_spec(spec, sets, target=target)
+    # start-up: TFX loads only for the verbs that compile
+    from tfxd.kubeflow import compile as compiler
+
+    if output:
+        compiler.compile_to(loaded, target, output)
+        console.success(f"wrote {output} ({target}, image {getattr(loaded.spec.targets, target).image})")
+    else:
+        console.raw(compiler.render(loaded, target))
+
+
+@click.command()
+@click.argument("spec", type=click.Path())
+@cluster_target
+@click.option("--wait", is_flag=True, help="Follow the run to its end, a line per state change.")
+@endpoint_option
+@set_option
+@fails_well
+def submit(spec: str, target: str, wait: bool, endpoint: str | None, sets: tuple[str, ...]) -> None:
+    """Compile SPEC and start one run on Kubeflow Pipelines or Vertex AI Pipelines."""
+    loaded = load_spec(spec, sets, target=target)
+    from tfxd.kubeflow import submit as submitter  # start-up: as compile, and the service's SDK
+
+    def state(name: str) -> None:
+        console.step(f"{loaded.spec.name}: {name}")
+
+    with tempfile.TemporaryDirectory(prefix="tfxd-submit-") as scratch:
+        path = _compiled(loaded, target, scratch)
+        if target == "vertex":
+            result = service_call(lambda: submitter.submit_vertex(loaded.spec, path, wait=wait, on_state=state,
+                                                                  api_endpoint=endpoint))
+            console.success(f"submitted {result['name']} ({result['state']}): {result['console_url']}")
+        else:
+            result = service_call(lambda: submitter.submit_kubeflow(loaded.spec, path, wait=wait, on_state=state,
+                                                                    host=endpoint))
+            console.success(f"submitted run {result['run_id']} ({result['state']})"
+                            + (f": {result['url']}" if result.get("url") else ""))
+
+
+@click.command()
+@click.argument("action", type=click.Choice(SCHEDULE_ACTIONS))
+@click.argument("spec", type=click.Path())
+@cluster_target
+@endpoint_option
+@set_option
+@fails_well
+def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tuple[str, ...]) -> None:
+    """Keep SPEC's retraining schedule (targets.T.schedule): apply creates or updates it, idempotently."""
+    loaded = load_spec(spec, sets, target=target)
+    if action != "list" and getattr(loaded.spec.targets, target).schedule is None:
+        console.error(f"the spec has no targets.{target}.schedule; add e.g. schedule: {{cron: '0 3 * * 1'}}")
+        sys.exit(2)
+    from tfxd.kubeflow import schedules  # start-up: as submit
+
+    where = {"api_endpoint": endpoint} if target == "vertex" else {"host": endpoint}
+    if action == "list":
+        rows = service_call(lambda: schedules.list_(loaded.spec, target, **where))
+        for row in rows:
+            console.info(f"{row['display_name']}  {row['state']}  cron {row['cron']}  next {row['next_run_time']}  "
+                         f"({row['name']})")
+        if not rows:
+            console.info(f"no schedule named {loaded.spec.name} on {target}")
+        return
+    if action == "apply":
+        with tempfile.TemporaryDirectory(prefix="tfxd-schedule-") as scratch:
+            path = _compiled(loaded, target, scratch)
+            done = service_call(lambda: schedules.apply(loaded.spec, target, path, **where))
+    else:
+        done = service_call(lambda: getattr(schedules, action)(loaded.spec, target, **where))
+    console.success(done)
+
+
+@click.command()
+@click.argument("compiled_file", type=click.Path(dir_okay=False))
+@click.option("--project", "project_dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help=f"The folder the spec was compiled from: it stands for the image's {IMAGE_PROJECT_DIR}.")
+@click.option("--root", type=click.Path(file_okay=False),
+              help="Where artifacts and logs go (default PROJECT/tfxd-runs/<pipeline>/replay).")
+@click.option("--param", "params", multiple=True, metavar="NAME=VALUE",
+              help='A pipeline parameter, e.g. train_args=\'{"numSteps": 100}\'.')
+@click.option("--beam-as-compiled", is_flag=True,
+              help="Keep the compiled Beam flags (default: in-memory direct runner, data here is small).")
+def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple[str, ...],
+           beam_as_compiled: bool) -> None:
+    """Execute a compiled Kubeflow/Vertex file here, task by task, as the KFP v2 launcher would."""
+    parameters = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param_hint="--param")
+        parameters[name] = value
+    # start-up: TFX loads only for the verbs that run pipelines
+    from tfxd.kubeflow.replay import ir, launcher, runner
+
+    try:
+        compiled = ir.load_compiled(compiled_file)
+        root = root or os.path.join(project_dir, "tfxd-runs", compiled.name, "replay")
+        summary = runner.replay(compiled_file, project_dir=project_dir, root=root, parameters=parameters,
+                                on_task=_show_task, beam_in_memory=not beam_as_compiled)
+    except ir.ReplayError as exc:
+        console.error(str(exc))
+        sys.exit(2)
+    except launcher.TaskFailed as exc:
+        console.error(str(exc))
+        sys.exit(1)
+    console.info(f"replay {summary['run_id']} of {summary['pipeline']}: {summary['run_dir']}")
+    if summary.get("blessed"):
+        console.success(f"blessed; pushed to {summary['pushed_destination']} (on the cluster: "
+                        f"{summary.get('pushed_destination_on_cluster')})" if summary.get("pushed")
+                        else "blessed")
+    else:
+        console.warn("not blessed, so not pushed")
+
+
+def _show_task(name: str, event: dict[str, Any]) -> None:
+    if event["event"] == "start":
+        console.step(f"{name} ...")
+    elif event["status"] == "failed":
+        console.error(f"{name} failed ({event['seconds']:.1f} s)")
+    else:
+        console.success(f"{name} {event['status']} ({event['seconds']:.1f} s)")
+
+
+def _compiled(loaded: LoadedSpec, target: str, scratch: str) -> str:
+    from tfxd.kubeflow import compile as compiler  # start-up: as compile
+
+    return compiler.compile_to(loaded, target, os.path.join(scratch, loaded.spec.name + compiler.EXTENSIONS[target]))

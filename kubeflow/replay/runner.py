@@ -1,0 +1,302 @@
+"""`tfxd replay FILE`: a compiled spec (Vertex PipelineJob JSON or KFP v2 PipelineSpec YAML) executed here,
+task by task, the way the KFP v2 launcher / Vertex Pipelines executes it, with the local install in place
+of the pipeline image. What a user (and the test suite) runs to know a compiled file works before it
+reaches a cluster.
+
+- Tasks run in dependency order (`dependentTasks` and the producers their inputs name). A container
+  task runs as the KFP v2 launcher runs it (launcher.py), its output going to
+  `<root>/<run id>/logs/<task>.log`.
+- The image's project (pipeline.spec.placement.IMAGE_PROJECT_DIR) is ``project_dir``; a bucket path
+  (`gs://B/P`, `s3://B/P`) in a parameter or an argument is `<root>/bucket/B/P`: nothing is written to
+  a bucket (the Pusher's destination included).
+- Every output artifact of a finished task is recorded in `<root>/artifacts.json` (artifacts.py):
+  resolver tasks (TFX's latest-blessed-model queries) are answered from it, newest first, as Vertex
+  answers them from ML Metadata; importer tasks add to it.
+- Beam: by default the compiled Beam flags are replaced by the direct runner in memory with one worker
+  (``beam_in_memory``): the data is local and small, one process needs no worker start-up per task,
+  and it is what `tfxd run --set beam.workers=1` does. ``beam_in_memory=False`` keeps the compiled
+  flags (a direct runner with a process per CPU, as in the container).
+- No caching: every task runs on every replay.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tfxd.files import write_json
+from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
+from tfxd.kubeflow.replay.ir import (
+    ReplayError,
+    coerce,
+    declared_type,
+    from_old_value,
+    load_compiled,
+    pipeline_parameters,
+    task_order,
+    title,
+)
+from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
+from tfxd.pipeline.assembly import beam_args
+from tfxd.pipeline.run.outcome import new_run_id
+
+TaskCallback = Callable[[str, dict[str, Any]], None]
+
+
+class _Tasks:
+    """The tasks of one replay, in order: containers through the launcher, resolvers and importers here."""
+
+    def __init__(self, replay: Replay, on_task: TaskCallback | None) -> None:
+        self.replay = replay
+        self.spec = replay.compiled.spec
+        self.on_task = on_task or (lambda name, event: None)
+        self.localize = Localizer(replay.project_dir, replay.root)
+        self.index = ArtifactIndex(replay.root)
+        self.launcher = Launcher(replay, self.localize, self.index)
+        self.results: dict[str, TaskResult] = {}
+        self.rows: list[dict[str, Any]] = []
+
+    # --- helpers over the spec
+
+    def component(self, task: dict[str, Any]) -> dict[str, Any]:
+        name = task.get("componentRef", {}).get("name")
+        component = self.spec.get("components", {}).get(name)
+        if component is None:
+            raise ReplayError(f"task {task.get('taskInfo', {}).get('name')}: no component {name!r}")
+        return component
+
+    def executor(self, task_name: str, component: dict[str, Any]) -> dict[str, Any]:
+        if "dag" in component:
+            raise ReplayError(f"task {task_name}: sub-DAGs (exit handlers, conditions, loops) are not replayed")
+        label = component.get("executorLabel")
+        executor = self.spec.get("deploymentSpec", {}).get("executors", {}).get(label)
+        if executor is None:
+            raise ReplayError(f"task {task_name}: no executor {label!r} in deploymentSpec")
+        return executor
+
+    # --- inputs
+
+    def input_parameters(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> dict[str, Any]:
+        """Python values of the task's input parameters, localized, with their declared kinds."""
+        definitions = component.get("inputDefinitions", {}).get("parameters", {})
+        values: dict[str, Any] = {}
+        for key, spec in task.get("inputs", {}).get("parameters", {}).items():
+            kind = declared_type(definitions.get(key))
+            if "runtimeValue" in spec:
+                runtime = spec["runtimeValue"]
+                if "constantValue" in runtime:
+                    value = from_old_value(runtime["constantValue"])
+                elif "constant" in runtime:
+                    value = runtime["constant"]
+                else:
+                    raise ReplayError(f"task {name}: parameter {key}: unsupported runtime value {runtime}")
+            elif "componentInputParameter" in spec:
+                pipeline_key = spec["componentInputParameter"]
+                if pipeline_key not in self.replay.parameters:
+                    raise ReplayError(f"task {name}: parameter {key} takes pipeline parameter {pipeline_key!r}, "
+                                      "which has no value (pass it in parameters)")
+                value = self.replay.parameters[pipeline_key]
+            elif "taskOutputParameter" in spec:
+                source = spec["taskOutputParameter"]
+                produced = self.results[source["producerTask"]].parameters
+                if source["outputParameterKey"] not in produced:
+                    raise ReplayError(f"task {name}: parameter {key}: task {source['producerTask']} produced "
+                                      f"no output parameter {source['outputParameterKey']!r}")
+                value = produced[source["outputParameterKey"]]
+            else:
+                raise ReplayError(f"task {name}: parameter {key}: unsupported input {sorted(spec)}")
+            values[key] = (self.localize(coerce(value, kind, f"task {name}: parameter {key}")), kind)
+        return values
+
+    def input_artifacts(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> dict[str, list]:
+        found = {}
+        for key, spec in task.get("inputs", {}).get("artifacts", {}).items():
+            if "taskOutputArtifact" not in spec:
+                raise ReplayError(f"task {name}: artifact {key}: unsupported input {sorted(spec)}")
+            source = spec["taskOutputArtifact"]
+            found[key] = self.results[source["producerTask"]].artifacts.get(source["outputArtifactKey"], [])
+        return found
+
+    # --- tasks
+
+    def run(self) -> dict[str, Any]:
+        tasks = self.spec.get("root", {}).get("dag", {}).get("tasks", {})
+        if not tasks:
+            raise ReplayError(f"{self.replay.compiled.path}: the pipeline has no tasks")
+        order = task_order(tasks)
+        for name in order:  # refuse what replay cannot do before anything runs
+            task = tasks[name]
+            for unsupported in ("triggerPolicy", "parameterIterator", "artifactIterator", "iteratorPolicy"):
+                if task.get(unsupported) and (unsupported != "triggerPolicy" or task[unsupported].get("condition")):
+                    raise ReplayError(f"task {name}: {unsupported} is not supported by replay")
+            executor = self.executor(name, self.component(task))
+            if not {"container", "resolver", "importer"} & set(executor):
+                raise ReplayError(f"task {name}: executor kind {sorted(executor)} is not supported by replay")
+            for query in executor.get("resolver", {}).get("outputArtifactQueries", {}).values():
+                for part in split_and(query.get("filter", "")):
+                    clause(part, query.get("filter", ""), lambda _: "")
+        self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None}
+                     for name in order]
+        os.makedirs(self.replay.log_dir, exist_ok=True)
+        for row in self.rows:
+            name = row["name"]
+            task = tasks[name]
+            component = self.component(task)
+            executor = self.executor(name, component)
+            kind = next(k for k in ("container", "resolver", "importer") if k in executor)
+            row["kind"] = kind
+            self.on_task(name, {"event": "start", "kind": kind})
+            started = time.monotonic()
+            try:
+                if kind == "container":
+                    row["log"] = os.path.join(self.replay.log_dir, f"{name}.log")
+                    result = self.launcher.run(name, component, executor["container"],
+                                               self.input_parameters(name, task, component),
+                                               self.input_artifacts(name, task, component), row["log"])
+                    row["status"] = "ran"
+                elif kind == "resolver":
+                    result = self.run_resolver(name, task, component, executor["resolver"])
+                    row["status"] = "resolved"
+                else:
+                    result = self.run_importer(name, task, component, executor["importer"])
+                    row["status"] = "imported"
+            except (TaskFailed, ReplayError) as exc:
+                row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
+                self.on_task(name, {"event": "end", **row, "error": str(exc)})
+                summary = self.summary()
+                self._write_summary(summary)
+                if isinstance(exc, TaskFailed):
+                    exc.summary = summary
+                raise
+            row["seconds"] = round(time.monotonic() - started, 1)
+            row["outputs"] = {key: [record["uri"] for record in records] for key, records in result.artifacts.items()}
+            self.results[name] = result
+            self.on_task(name, {"event": "end", **row})
+        summary = self.summary()
+        self._write_summary(summary)
+        return summary
+
+    def run_resolver(self, name: str, task: dict[str, Any], component: dict[str, Any],
+                     resolver: dict[str, Any]) -> TaskResult:
+        inputs = self.input_artifacts(name, task, component)
+
+        def lookup(expression: str) -> str | None:
+            match = re.fullmatch(r"\.inputs\.artifacts\[['\"]([^'\"]+)['\"]\]\.(uri|metadata\[['\"]([^'\"]+)['\"]\])",
+                                 expression)
+            if not match:
+                raise ReplayError(f"task {name}: unsupported placeholder {{{{${expression}}}}} in a resolver filter")
+            records = inputs.get(match.group(1)) or []
+            if not records:
+                return None
+            value = records[0]["uri"] if match.group(2) == "uri" else records[0].get("metadata", {}).get(match.group(3))
+            return None if value is None else str(value)
+
+        result = TaskResult()
+        for key, query in resolver.get("outputArtifactQueries", {}).items():
+            found = self.index.query(self.replay.compiled.name, query.get("filter", ""), lookup)
+            result.artifacts[key] = found[:1]  # the latest, as Vertex resolves TFX's queries
+        return result
+
+    def run_importer(self, name: str, task: dict[str, Any], component: dict[str, Any],
+                     importer: dict[str, Any]) -> TaskResult:
+        parameters = self.input_parameters(name, task, component)
+        source = importer.get("artifactUri", {})
+        if "runtimeParameter" in source:
+            uri = parameters.get(source["runtimeParameter"], (None,))[0]
+        else:
+            uri = from_old_value(source["constantValue"]) if "constantValue" in source else source.get("constant")
+        if not isinstance(uri, str) or not uri:
+            raise ReplayError(f"task {name}: the importer has no artifact URI")
+        uri = self.localize(uri)
+        schema_title = title(importer.get("typeSchema", {}))
+        keys = list(component.get("outputDefinitions", {}).get("artifacts", {})) or ["artifact"]
+        existing = None if importer.get("reimport") else self.index.find(
+            uri=uri, schemaTitle=schema_title, pipeline=self.replay.compiled.name)
+        record = existing or self.index.add({
+            "name": self.launcher.artifact_name(name, keys[0]), "schemaTitle": schema_title, "uri": uri,
+            "metadata": self.localize(importer.get("metadata", {})), "pipeline": self.replay.compiled.name,
+            "run_id": self.replay.run_id, "task": name, "key": keys[0]})
+        return TaskResult(artifacts={keys[0]: [record]})
+
+    # --- the summary
+
+    def produced(self, schema_title: str) -> dict[str, Any] | None:
+        """The artifact of this type that this run's container tasks produced last."""
+        found = None
+        for row in self.rows:
+            if row["kind"] != "container" or row["status"] != "ran":
+                continue
+            for records in self.results[row["name"]].artifacts.values():
+                for record in records:
+                    if record["schemaTitle"] == schema_title:
+                        found = record
+        return found
+
+    def summary(self) -> dict[str, Any]:
+        blessing = self.produced("tfx.ModelBlessing")
+        evaluation = self.produced("tfx.ModelEvaluation")
+        pushed = self.produced("tfx.PushedModel")
+        model = blessing and blessing.get("metadata", {})
+        push = pushed and pushed.get("metadata", {})
+        destination = push.get("pushed_destination") if push else None
+        return {
+            "pipeline": self.replay.compiled.name,
+            "run_id": self.replay.run_id,
+            "file": os.path.abspath(self.replay.compiled.path),
+            "format": self.replay.compiled.kind,
+            "root": self.replay.root,
+            "run_dir": self.replay.run_dir,
+            "logs": self.replay.log_dir,
+            "parameters": self.replay.parameters,
+            "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else "as compiled",
+            "tasks": self.rows,
+            "status": "failed" if any(row["status"] == "failed" for row in self.rows) else (
+                "ok" if all(row["status"] != "not run" for row in self.rows) else "not run"),
+            "artifacts": {f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
+                          for key, uris in (row.get("outputs") or {}).items() if uris},
+            "evaluation": evaluation["uri"] if evaluation else None,
+            "blessed": None if not model else bool(model.get("blessed")),
+            "model": model.get("current_model") if model else None,
+            "baseline": model.get("baseline_model") if model else None,
+            "pushed": None if not push else bool(push.get("pushed")),
+            "pushed_destination": destination,
+            "pushed_destination_on_cluster": self.localize.on_cluster(destination),
+            "pipeline_root_on_cluster": self.replay.compiled.pipeline_root,
+            "buckets": dict(sorted(self.localize.seen.items())),
+            "notes": self.launcher.notes,
+        }
+
+    def _write_summary(self, summary: dict[str, Any]) -> None:
+        write_json(os.path.join(self.replay.run_dir, "summary.json"), summary, sort_keys=True, default=str)
+
+
+def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[str, Any] | None = None,
+           on_task: TaskCallback | None = None, run_id: str | None = None,
+           beam_in_memory: bool = True) -> dict[str, Any]:
+    """Execute the compiled pipeline at ``compiled_path`` here, task by task.
+
+    ``project_dir`` stands for the image's project (/tfxd/project): the folder of the spec it was compiled
+    from. Artifacts go to `<root>/<run id>/<task>/<output key>`, task logs to `<root>/<run id>/logs`,
+    bucket paths to `<root>/bucket/<bucket>/...`; `<root>/artifacts.json` indexes
+    the artifacts of every replay under ``root`` for the resolvers. ``parameters`` override the pipeline's
+    runtime parameters (e.g. ``{"train_args": '{"numSteps": 100}'}``). ``on_task(name, event)`` is called
+    with ``{"event": "start", "kind": ...}`` and ``{"event": "end", "status": ..., "seconds": ..., "log":
+    ..., "outputs": ...}`` (plus ``"error"`` when it failed).
+
+    Returns the summary (also written to `<root>/<run id>/summary.json`); a failed task raises TaskFailed
+    (task, exit code, log; ``.summary`` has the replay up to there), a file replay cannot run ReplayError.
+    """
+    compiled = load_compiled(compiled_path)
+    values = pipeline_parameters(compiled, parameters)
+    project_dir = os.path.abspath(project_dir)
+    if not os.path.isdir(project_dir):
+        raise ReplayError(f"project folder {project_dir} does not exist")
+    root = os.path.abspath(root)
+    os.makedirs(root, exist_ok=True)
+    run_id = run_id or new_run_id()
+    if os.path.exists(os.path.join(root, run_id)):
+        raise ReplayError(f"run {run_id} already exists under {root}")
+    return _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory), on_task).run()

@@ -1,0 +1,173 @@
+"""What each component is told: ExampleGen's input base, splits and reader config (with the checks it makes
+in the data for the spec), Transform's and the Trainer's custom_config, and the columns the anomaly gate
+watches."""
+
+from __future__ import annotations
+
+import ast
+import glob
+import math
+import os
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from tfxd import expressions, keys
+from tfxd.files import is_uri
+from tfxd.pipeline.spec.data_files import column_uses
+from tfxd.pipeline.spec.errors import format_path
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.transforms import NUMBER, TRANSFORMS
+
+# The sections of the spec the Trainer reads: the rest (evaluation, push, targets...) can change
+# without retraining.
+TRAINER_SECTIONS = ("tfxd", "name", "features", "preprocessing_fn", "label", "model", "training")
+
+
+@dataclass(frozen=True)
+class ExampleGenConfig:
+    input_base: str | None  # None for bigquery
+    input_splits: list[tuple[str, str]]  # (name, pattern relative to input_base, or the query)
+    output_buckets: list[tuple[str, int]]  # (name, hash buckets); empty for pattern splits
+    reader: dict[str, Any]
+    split_key: str | None
+
+
+def hash_buckets(ratios: dict[str, float]) -> list[tuple[str, int]]:
+    """Ratios -> the smallest whole numbers of hash buckets in the same proportions (0.8/0.2 -> 4/1)."""
+    fractions = {name: Fraction(ratio).limit_denominator(10_000) for name, ratio in ratios.items()}
+    denominator = math.lcm(*(f.denominator for f in fractions.values()))
+    counts = {name: int(f * denominator) for name, f in fractions.items()}
+    divisor = math.gcd(*counts.values())
+    return [(name, count // divisor) for name, count in counts.items()]
+
+
+def _base_and_pattern(path: str) -> tuple[str, str]:
+    """A file, directory or glob -> (the directory to watch, a pattern under it)."""
+    if glob.has_magic(path):
+        parts = path.split("/")
+        fixed = next(i for i, part in enumerate(parts) if glob.has_magic(part))
+        return "/".join(parts[:fixed]) or "/", "/".join(parts[fixed:])
+    if not is_uri(path) and os.path.isdir(path):
+        return path, "*"
+    return os.path.dirname(path), os.path.basename(path)
+
+
+def example_gen_config(loaded: LoadedSpec, project: str | None = None) -> ExampleGenConfig:
+    data = loaded.spec.data
+    reader = {"format": data.format, "columns": dict(data.columns), "bad_records": data.bad_records,
+              "project": project, **data_checks(loaded)}
+    if data.format == "bigquery":
+        return ExampleGenConfig(None, [("single_split", data.query or "")], hash_buckets(data.ratios), reader,
+                                data.split_key)
+    path = loaded.resolve(data.path or "")
+    if data.ratios:
+        base, pattern = _base_and_pattern(path)
+        return ExampleGenConfig(base, [("single_split", pattern)], hash_buckets(data.ratios), reader,
+                                data.split_key)
+    return ExampleGenConfig(path.rstrip("/"), list(data.patterns.items()), [], reader, None)
+
+
+def data_checks(loaded: LoadedSpec) -> dict[str, Any]:
+    """What ExampleGen checks in the data for the spec (keys present only where there is something):
+    ``numeric``: columns read as numbers, where words are bad records rather than a string column;
+    ``label``: a label column whose values must be classes of its task; ``needs``: column -> where the
+    spec reads it, for data whose columns `tfxd validate` could not read."""
+    checks: dict[str, Any] = {}
+    numeric = sorted(_numeric_columns(loaded))
+    if numeric:
+        checks["numeric"] = numeric
+    label = loaded.spec.label
+    if label.column and label.task != "regression" and not loaded.spec.preprocessing_fn:
+        checks["label"] = {"column": label.column, "task": label.task, "num_classes": label.num_classes}
+    if loaded.data_files.columns is None:
+        checks["needs"] = needed_columns(loaded)
+    return checks
+
+
+def _numeric_columns(loaded: LoadedSpec) -> set[str]:
+    spec = loaded.spec
+    if spec.preprocessing_fn:
+        return set()
+    columns = {f.name for f in spec.features if not f.expr and TRANSFORMS[f.transform].reads == NUMBER}
+    for text in [f.expr for f in spec.features if f.expr] + ([spec.label.expr] if spec.label.expr else []):
+        columns |= numeric_in_expression(text)
+    if spec.label.column and spec.label.task in ("binary", "regression"):
+        columns.add(spec.label.column)
+    return columns
+
+
+def numeric_in_expression(text: str) -> set[str]:
+    """The columns an expression reads as numbers: operands of arithmetic, of `not`/`and`/`or` and of
+    number functions, and columns compared with a number (as components.transform.expressions_tf
+    compiles them)."""
+    names: set[str] = set()
+    for node in ast.walk(expressions.parse(text)):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if not any(_is_number(operand) for operand in operands):
+                continue
+        else:
+            operands = _number_operands(node)
+        names |= {operand.id for operand in operands if isinstance(operand, ast.Name)}
+    return names
+
+
+def _number_operands(node: ast.AST) -> list[ast.expr]:
+    if isinstance(node, ast.BinOp):
+        return [node.left, node.right]
+    if isinstance(node, ast.UnaryOp):
+        return [node.operand]
+    if isinstance(node, ast.BoolOp):
+        return list(node.values)
+    if isinstance(node, ast.Call) and getattr(node.func, "id", None) in expressions.NUMBER_FUNCTIONS:
+        return list(node.args)
+    return []
+
+
+def _is_number(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float))
+    if isinstance(node, ast.UnaryOp):
+        return not isinstance(node.op, ast.Not)
+    return isinstance(node, ast.BinOp) or (
+        isinstance(node, ast.Call) and getattr(node.func, "id", None) in expressions.NUMBER_FUNCTIONS)
+
+
+def needed_columns(loaded: LoadedSpec) -> dict[str, str]:
+    """Column -> the first place the spec reads it."""
+    needs: dict[str, str] = {}
+    for path, column, _ in column_uses(loaded.spec):
+        needs.setdefault(column, format_path(path))
+    return needs
+
+
+def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
+    """What the generic preprocessing_fn reads: the features and the label, every default filled in."""
+    spec = loaded.spec
+    return {keys.FEATURES: [feature.model_dump(mode="json") for feature in spec.features],
+            keys.LABEL: spec.label.model_dump(mode="json")}
+
+
+def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[str, Any]:
+    """What run_fn reads: the resolved spec, the local cluster, and the columns only the label reads."""
+    spec = loaded.spec
+    label_only = sorted(_label_columns(loaded) - _feature_columns(loaded)) if spec.features else []
+    return {keys.TrainerConfig.SPEC: spec.model_dump(mode="json", by_alias=True, include=set(TRAINER_SECTIONS)),
+            keys.TrainerConfig.LOCAL_CLUSTER: cluster,
+            keys.TrainerConfig.LABEL_ONLY: label_only}
+
+
+def columns_read(loaded: LoadedSpec) -> list[str]:
+    """The data columns the spec's features and label read ([] with a user preprocessing_fn: unknown)."""
+    if loaded.spec.preprocessing_fn:
+        return []
+    return sorted(_feature_columns(loaded) | _label_columns(loaded))
+
+
+def _feature_columns(loaded: LoadedSpec) -> set[str]:
+    return {column for path, column, _ in column_uses(loaded.spec) if path[0] == "features"}
+
+
+def _label_columns(loaded: LoadedSpec) -> set[str]:
+    return {column for path, column, _ in column_uses(loaded.spec) if path[0] == "label"}

@@ -1,0 +1,163 @@
+"""Spec -> the TFX pipeline: tfxd's ExampleGen, StatisticsGen, SchemaGen (or ImportSchemaGen),
+ExampleValidator, Transform and Trainer, then a resolver for the blessed baseline, TFX's Evaluator
+(TFMA, on raw examples through the model's transform_features signature) and Pusher; for a local run
+or for a target to compile for (pipeline.spec.placement says where its files are)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from google.protobuf import json_format
+from tfx.components import Evaluator, Pusher, SchemaGen, StatisticsGen
+from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
+from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
+    LatestBlessedModelStrategy,
+)
+from tfx.orchestration import data_types, pipeline
+from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
+from tfx.types import Channel, standard_artifacts
+
+from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
+from tfxd.components.example_validator.component import ExampleValidator
+from tfxd.components.trainer.component import RUN_FN, Trainer
+from tfxd.components.transform.component import PREPROCESSING_FN, Transform
+from tfxd.pipeline.assembly import baseline
+from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
+from tfxd.pipeline.assembly.configs import (
+    columns_read,
+    example_gen_config,
+    trainer_config,
+    transform_config,
+)
+from tfxd.pipeline.assembly.evaluation import eval_config
+from tfxd.pipeline.spec.base import COMPONENTS
+from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.placement import Placement
+
+RESOLVER = "latest_blessed_model_resolver"
+# Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
+# without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
+TRAIN_ARGS_PARAMETER = "train_args"
+EVAL_ARGS_PARAMETER = "eval_args"
+
+
+def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> list[Any]:
+    """The pipeline's nodes in order, up to the component ``to`` (default: all of them), for ``target``
+    (local, kubeflow or vertex)."""
+    spec = loaded.spec
+    place = Placement(loaded, target)
+    example_gen = _example_gen(loaded, place)
+    examples = example_gen.outputs["examples"]
+    statistics = StatisticsGen(examples=examples)
+    if spec.validation.schema_ == "infer":
+        schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
+    else:
+        schema_gen = ImportSchemaGen(schema_file=place.path(spec.validation.schema_))
+    schema = schema_gen.outputs["schema"]
+    validator = ExampleValidator(statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies,
+                                 columns_read(loaded))
+    user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
+    transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
+                          custom_config=transform_config(loaded))
+    if spec.validation.fail_on_anomalies:
+        transform.add_upstream_node(validator)  # the gate: nothing is transformed from data that failed it
+    trainer = _trainer(loaded, place, transform, schema)
+    model = trainer.outputs["model"]
+    resolver = _baseline_resolver(model, place)
+    evaluator = Evaluator(examples=examples, model=model, baseline_model=resolver.outputs["model"],
+                          eval_config=eval_config(spec))
+    pusher = Pusher(model=model, model_blessing=evaluator.outputs["blessing"],
+                    push_destination=pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(
+                        base_directory=place.push_to())))
+    named = [example_gen, statistics, schema_gen, validator, transform, trainer, evaluator, pusher]
+    for name, component in zip(COMPONENTS, named, strict=True):
+        component.with_id(name)
+    ordered = [*named[:6], resolver, *named[6:]]
+    return ordered if to is None else ordered[: [n.id for n in ordered].index(to) + 1]
+
+
+def _example_gen(loaded: LoadedSpec, place: Placement):
+    spec = loaded.spec
+    project = spec.targets.vertex.project if spec.targets.vertex else None
+    config = example_gen_config(loaded, project)
+    input_config = example_gen_pb2.Input(splits=[
+        example_gen_pb2.Input.Split(name=name, pattern=pattern) for name, pattern in config.input_splits])
+    split_config = example_gen_pb2.SplitConfig(splits=[
+        example_gen_pb2.SplitConfig.Split(name=name, hash_buckets=buckets) for name, buckets in config.output_buckets])
+    if config.split_key:
+        split_config.partition_feature_name = config.split_key
+    # pattern splits: no output split config, each input split is an output split
+    output_config = example_gen_pb2.Output(split_config=split_config) if config.output_buckets else (
+        example_gen_pb2.Output())
+    if spec.data.format == "bigquery":
+        return BigQueryExampleGen(input_config, output_config, config.reader)
+    return ExampleGen(place.where(config.input_base or ""), input_config, output_config, config.reader)
+
+
+def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
+    """tfxd's Trainer: in the pipeline's own process (and locally, as a cluster of processes when
+    targets.local.trainer asks for one), or as a Vertex AI custom job when targets.vertex.trainer asks
+    for several replicas or accelerators."""
+    spec = loaded.spec
+    trainer_class = Trainer
+    custom_config = trainer_config(loaded, spec.targets.local.trainer.model_dump() if not place.on_cluster else None)
+    vertex = spec.targets.vertex
+    if place.target == "vertex" and vertex is not None:
+        # start-up: the Vertex training client (aiplatform) loads only when compiling for Vertex
+        from tfxd.components.trainer import vertex_job
+
+        if vertex_job.needs_custom_job(vertex.trainer):
+            trainer_class = vertex_job.VertexTrainer
+            custom_config = {**custom_config, **vertex_job.custom_config(vertex)}
+    train_args, eval_args = _steps(spec, place)
+    return trainer_class(examples=transform.outputs["transformed_examples"],
+                         transform_graph=transform.outputs["transform_graph"], schema=schema,
+                         run_fn=RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config)
+
+
+def runtime_parameters(spec: Spec) -> dict[str, str]:
+    """The compiled pipeline's parameters and their values from the spec."""
+    train = trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0)
+    evaluate = trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps)
+    return {name: json_format.MessageToJson(args, sort_keys=True, indent=None)
+            for name, args in ((TRAIN_ARGS_PARAMETER, train), (EVAL_ARGS_PARAMETER, evaluate))}
+
+
+def _steps(spec: Spec, place: Placement) -> tuple[Any, Any]:
+    if not place.on_cluster:
+        return (trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0),
+                trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps))
+    return tuple(data_types.RuntimeParameter(name=name, ptype=str, default=value)
+                 for name, value in runtime_parameters(spec).items())
+
+
+def _baseline_resolver(model, place: Placement):
+    """Locally, the latest blessed model other than the candidate (baseline.py); compiled, TFX's
+    LatestBlessedModelStrategy, the one strategy Kubeflow's and Vertex's compiler translate."""
+    channels = {baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
+                baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
+    if place.on_cluster:
+        return Resolver(strategy_class=LatestBlessedModelStrategy, **channels).with_id(RESOLVER)
+    return Resolver(strategy_class=baseline.LatestBlessedOtherModelStrategy,
+                    **{**channels, baseline.CANDIDATE_KEY: model}).with_id(RESOLVER)
+
+
+def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = None, metadata=None):
+    """The tfx Pipeline: for a local run (caching on, ``metadata`` the runner's ML Metadata connection),
+    or to compile for ``target`` kubeflow or vertex (the target's root and image; its own metadata)."""
+    spec = loaded.spec
+    place = Placement(loaded, target)
+    image = getattr(spec.targets, target).image if place.on_cluster else None
+    args = beam_args(spec, image, None if place.on_cluster else loaded.data_files.size)
+    if not place.on_cluster:
+        lighten_in_memory_runner(args)
+    return pipeline.Pipeline(
+        pipeline_name=spec.name,
+        pipeline_root=place.pipeline_root(),
+        components=nodes(loaded, to, target),
+        enable_cache=True,
+        metadata_connection_config=metadata,
+        beam_pipeline_args=args,
+    )

@@ -1,0 +1,51 @@
+"""The end-of-run summary, printed as a table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from tfxd import console
+
+
+def show(summary: dict[str, Any]) -> None:
+    table = Table(title=f"{summary['pipeline']} run {summary['run_id']}", title_justify="left")
+    table.add_column("component")
+    table.add_column("status")
+    table.add_column("seconds", justify="right")
+    for component in summary["components"]:
+        table.add_row(component["name"], component["status"], f"{component['seconds']:.1f}")
+    console.out.print(table)
+    examples = summary.get("examples") or {}
+    if examples.get("splits"):
+        splits = ", ".join(f"{name} {count}" for name, count in examples["splits"].items())
+        console.info(f"examples: {splits}")
+    if examples.get("bad_records"):
+        reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
+        console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
+    plan = summary.get("strategy")
+    if plan:
+        console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "
+                     f"{plan['global_batch_size']}, {plan['precision']} ({plan['reason']})")
+    training = (summary.get("training") or {}).get("metrics")
+    if training:
+        console.info("training: " + "  ".join(f"{k} {v:.4f}" for k, v in training.items()))
+    if summary.get("metrics"):
+        console.info("evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in summary["metrics"].items()))
+    _blessing(summary)
+    if summary.get("report"):
+        console.info(f"report: {summary['report']}")
+
+
+def _blessing(summary: dict[str, Any]) -> None:
+    evaluation = summary.get("evaluation") or {}
+    if not evaluation:
+        return
+    if summary["blessed"]:
+        console.success(f"blessed; pushed to {summary['pushed_to']}" if summary.get("pushed_to")
+                        else "blessed")
+        return
+    console.warn("not blessed, so not pushed:")
+    for reason in evaluation.get("reasons", []):
+        console.warn(f"  {reason}")

@@ -1,0 +1,242 @@
+"""`tfxd run`: the spec's pipeline on LocalDagRunner with SQLite ML Metadata, a line per component,
+TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import absl.logging
+from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
+from tfxd import console, tf_env
+from tfxd.components.trainer.local_cluster import LOG_DIR_ENV
+from tfxd.files import write_json
+from tfxd.pipeline.assembly.dag import tfx_pipeline
+from tfxd.pipeline.report import html as report
+from tfxd.pipeline.run import lock, metadata, records, unfinished
+from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted, new_run_id, root_cause, shortened
+from tfxd.pipeline.run.results import OVERALL
+from tfxd.pipeline.spec.base import COMPONENTS
+from tfxd.pipeline.spec.loaded import LoadedSpec
+
+# what LocalDagRunner and BeamDagRunner log around each node
+_RUNNING = ("Component %s is running.", "node %s is running.")
+_FINISHED = ("Component %s is finished.", "node %s is finished.")
+
+
+@dataclass
+class RunPaths:
+    root: str
+    run_id: str
+
+    @property
+    def run_dir(self) -> str:
+        return os.path.join(self.root, "runs", self.run_id)
+
+    @property
+    def log(self) -> str:
+        return os.path.join(self.run_dir, "logs", "run.log")
+
+    @property
+    def summary(self) -> str:
+        return os.path.join(self.run_dir, "summary.json")
+
+    @property
+    def report(self) -> str:
+        return os.path.join(self.run_dir, "report.html")
+
+
+class _Progress(logging.Handler):
+    """Turns the runner's 'X is running/finished' log lines into console lines."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.started: dict[str, float] = {}
+        self.current: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.msg not in _RUNNING + _FINISHED or not record.args:
+            return
+        name = str(record.args[0])
+        if name not in COMPONENTS:
+            return  # the baseline resolver is bookkeeping, not a step the user asked for
+        if record.msg in _RUNNING:
+            self.current = name
+            self.started[name] = time.monotonic()
+            console.step(f"{name} ...")
+        else:
+            console.success(f"{name} ({time.monotonic() - self.started.get(name, time.monotonic()):.1f} s)")
+            self.current = None
+
+
+def _importable(folder: str) -> None:
+    """The user's own code beside the spec (preprocessing_fn, model builders, callbacks) imports by
+    dotted path, here and in Beam's worker processes."""
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if folder not in paths:
+        os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
+
+
+def _runner(orchestrator: str):
+    """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
+    so that independent branches (e.g. ExampleValidator beside Transform when the gate is off) can run
+    side by side."""
+    return BeamDagRunner() if orchestrator == "beam" else LocalDagRunner()
+
+
+def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> None:
+    """Everything TensorFlow, Beam and absl say goes to the run's log (and to the terminal with -v)."""
+    os.makedirs(os.path.dirname(paths.log), exist_ok=True)
+    console.keep_terminal()
+    log_file = open(paths.log, "a", buffering=1)  # noqa: SIM115 - lives as long as the process
+    if not verbose:
+        os.dup2(log_file.fileno(), 2)  # C++ logs and worker processes write to fd 2 directly
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    file_handler = logging.StreamHandler(log_file)
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(file_handler)
+    if verbose:
+        root.addHandler(logging.StreamHandler(console.err.file))
+    root.addHandler(progress)
+    root.setLevel(logging.INFO)
+    absl.logging.set_verbosity(absl.logging.INFO)
+    absl_handler = absl.logging.get_absl_handler()
+    if absl_handler in root.handlers:
+        root.removeHandler(absl_handler)
+
+
+def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
+    """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
+    Raises RunFailed, RunInterrupted (Ctrl-C), or lock.RunLocked (another run uses the root)."""
+    root = loaded.resolve(loaded.spec.root or "")
+    with lock.hold(root), _noting_sigint() as sigint:
+        return _run_locked(loaded, root, to, verbose, sigint)
+
+
+class _Sigint:
+    """Ctrl-C raises KeyboardInterrupt as Python's own handler does, and is remembered: on its way up,
+    Beam (the `beam` orchestrator) turns it into an error of its own."""
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def _noting_sigint() -> Iterator[_Sigint]:
+    handler = _Sigint()
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield handler
+        return
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, sigint: _Sigint) -> dict[str, Any]:
+    _importable(loaded.base_dir)
+    paths = RunPaths(root, new_run_id())
+    progress = _Progress()
+    _route_logs(paths, verbose, progress)
+    console.step(f"run {paths.run_id} of {loaded.spec.name}; log: {paths.log}")
+    os.environ[LOG_DIR_ENV] = os.path.dirname(paths.log)
+
+    started = time.time()
+    failure: BaseException | None = None
+    tfx = None
+    try:
+        tfx = tfx_pipeline(loaded, to=to, metadata=metadata.connection_config(root))
+        tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
+        stopped = unfinished.settle(root)
+        if stopped:
+            console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing it; "
+                         "its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
+        _runner(loaded.spec.targets.local.orchestrator).run(tfx)
+    except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
+        failure = exc
+    interrupted = failure is not None and (sigint.seen or isinstance(failure, KeyboardInterrupt))
+    if interrupted:  # Ctrl-C: the component's outputs stay unpublished
+        logging.error("run interrupted (SIGINT) during %s:\n%s", progress.current or "no component",
+                      "".join(traceback.format_exception(failure)))
+        unfinished.settle(root)
+    elif failure is not None:
+        logging.error("run failed:\n%s", "".join(traceback.format_exception(failure)))
+    if tfx is None:
+        if interrupted:
+            raise RunInterrupted(None, False, paths.log)
+        raise RunFailed("tfxd", _reason(failure), paths.log)
+    summary = _summary(loaded, paths, tfx, started)
+    summary["status"] = "interrupted" if interrupted else "failed" if failure is not None else "ok"
+    if interrupted:
+        for component in summary["components"]:
+            if component["status"] == "failed":  # the execution Ctrl-C left RUNNING
+                component["status"] = "interrupted"
+    summary["report"] = _write_report(summary, paths)
+    write_json(paths.summary, summary)
+    if interrupted:
+        raise RunInterrupted(progress.current, progress.current == "Trainer"
+                             and loaded.spec.training.callbacks.backup_and_restore, paths.log)
+    if failure is not None:
+        failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
+        component = failed[0] if failed else progress.current or "the pipeline"
+        raise RunFailed(component, _reason(failure), paths.log) from None
+    return summary
+
+
+def _reason(failure: BaseException | None) -> str:
+    """The root cause in one message (the whole message when it names no error of its own)."""
+    text = str(failure).strip() if failure is not None else ""
+    return root_cause(text) or shortened(text) or type(failure).__name__
+
+
+def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:
+    run = records.RunRecords(paths.root, loaded.spec.name, started)
+    names = [c.id for c in tfx.components if c.id in COMPONENTS]
+    training = records.training_report(run)
+    evaluation = records.evaluation_report(run)
+    overall = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
+    return {
+        "pipeline": loaded.spec.name,
+        "run_id": paths.run_id,
+        "components": [run.status(name) for name in names],
+        "examples": records.examples_report(run),
+        "strategy": training.get("plan"),
+        "metrics": overall,
+        "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history")
+                     if key in training},
+        "evaluation": evaluation,
+        "anomalies": records.anomalies_report(run),
+        "blessed": bool(evaluation.get("blessed")),
+        "pushed_to": records.pushed_to(run),
+        "artifacts": records.artifact_uris(run),
+    }
+
+
+def _write_report(summary: dict[str, Any], paths: RunPaths) -> str | None:
+    """report.html beside summary.json; a report that cannot be drawn does not fail the run."""
+    try:
+        return report.write(summary, paths.report)
+    except Exception:  # noqa: BLE001 - the run's results stand; the log has the traceback
+        logging.exception("report.html could not be written")
+        console.warn(f"report.html could not be written; see {paths.log}")
+        return None

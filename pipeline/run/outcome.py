@@ -1,0 +1,58 @@
+"""How a run ends, in words a person can act on: its id, the failure that names the component and
+the log, and the root cause picked out of the long remote tracebacks Beam and TensorFlow wrap errors
+in. `tfxd run` and `tfxd replay` both end this way."""
+
+from __future__ import annotations
+
+import datetime
+import re
+
+
+def new_run_id() -> str:
+    """A run's id: its start time, sortable, unique to the microsecond."""
+    return datetime.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+
+
+class RunFailed(Exception):
+    """A component failed; names it and the log with the whole story."""
+
+    def __init__(self, component: str, reason: str, log: str) -> None:
+        super().__init__(f"{component} failed: {reason}\n    full log: {log}")
+        self.component = component
+        self.log = log
+
+
+class RunInterrupted(Exception):
+    """Ctrl-C (SIGINT): the run stopped; what the interrupted component wrote is never recorded as done."""
+
+    def __init__(self, component: str | None, resumes_training: bool, log: str | None) -> None:
+        where = (f" during {component}; its unfinished output was removed (abandoned in ML Metadata)"
+                 if component else "")
+        resume = ", the Trainer from its last finished epoch" if resumes_training else ""
+        super().__init__(f"interrupted{where}: run the same command again to resume (finished components are "
+                         f"reused from the cache{resume})" + (f"\n    full log: {log}" if log else ""))
+        self.component = component
+
+
+# a line that starts an error report: `SomeError: message`, `pkg.mod.SomeException: ...`, `... Exit: ...`
+_ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Found|Failed|Exit)): (.+)")
+REASON_LIMIT = 2000
+
+
+def root_cause(text: str) -> str | None:
+    """The last `SomeError: message` line of ``text`` (an exception's message, a task's log) with the
+    indented lines that continue it: under Beam's and TensorFlow's wrapping, that is the one that
+    explains. None when ``text`` has no such line."""
+    lines = text.strip().splitlines()
+    starts = [i for i, line in enumerate(lines) if _ERROR_LINE.match(line.strip())]
+    if not starts:
+        return None
+    last = starts[-1]
+    return shortened("\n".join([lines[last].strip(), *[line for line in lines[last + 1:] if line.startswith(" ")]]))
+
+
+def shortened(reason: str) -> str:
+    """A reason as a message shows it: without Beam's `[while running ...]` suffix, at most REASON_LIMIT
+    characters."""
+    reason = reason.split(" [while running")[0].strip()
+    return reason if len(reason) < REASON_LIMIT else reason[:REASON_LIMIT] + " ..."

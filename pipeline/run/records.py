@@ -1,0 +1,143 @@
+"""What a local run did, read back from its ML Metadata store: each component's execution in this run
+(ran, cached or failed, and its time) and the artifacts it produced or reused, followed through the
+execution's own events so that a cached component reports the artifacts this run used."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ml_metadata.proto import metadata_store_pb2
+from tfx.types import artifact_utils
+
+from tfxd import keys
+from tfxd.components.example_validator.executor import describe, read_anomalies
+from tfxd.pipeline.run import metadata
+from tfxd.pipeline.run.results import metrics_per_slice, not_blessed_because
+
+_STATUS = {"COMPLETE": "ran", "CACHED": "cached", "FAILED": "failed", "RUNNING": "failed", "CANCELED": "failed"}
+
+
+class RunRecords:
+    """The executions of one run (those created since it started) of one pipeline under ``root``."""
+
+    def __init__(self, root: str, pipeline: str, since: float) -> None:
+        self._store = metadata.open_store(root, readonly=True)
+        self._pipeline = pipeline
+        self._since_ms = int(since * 1000)
+        self._executions: dict[str, Any] = {}
+
+    def execution(self, node_id: str):
+        """This run's newest execution of ``node_id``, or None."""
+        if node_id not in self._executions:
+            context = self._store.get_context_by_type_and_name("node", f"{self._pipeline}.{node_id}")
+            recent = [e for e in self._store.get_executions_by_context(context.id)
+                      if e.create_time_since_epoch >= self._since_ms] if context else []
+            self._executions[node_id] = max(recent, key=lambda e: (e.create_time_since_epoch, e.id),
+                                            default=None)
+        return self._executions[node_id]
+
+    def status(self, node_id: str) -> dict[str, Any]:
+        """{name, status: ran | cached | failed | not run, seconds}."""
+        execution = self.execution(node_id)
+        if execution is None:
+            return {"name": node_id, "status": "not run", "seconds": 0.0}
+        state = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+        seconds = max(0, execution.last_update_time_since_epoch - execution.create_time_since_epoch) / 1000
+        return {"name": node_id, "status": _STATUS.get(state, state.lower()), "seconds": round(seconds, 2)}
+
+    def artifact(self, node_id: str, key: str, output: bool = True):
+        """The first artifact under ``key`` among the execution's outputs (or inputs), or None."""
+        execution = self.execution(node_id)
+        if execution is None:
+            return None
+        kinds = ({metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT} if output
+                 else {metadata_store_pb2.Event.INPUT, metadata_store_pb2.Event.DECLARED_INPUT})
+        ids = [event.artifact_id for event in self._store.get_events_by_execution_ids([execution.id])
+               if event.type in kinds and event.path.steps and event.path.steps[0].key == key]
+        found = self._store.get_artifacts_by_id(ids[:1]) if ids else []
+        return found[0] if found else None
+
+    def tfx_artifact(self, node_id: str, key: str):
+        """The output artifact as a TFX Artifact (with its split names and properties), or None."""
+        found = self.artifact(node_id, key)
+        if found is None:
+            return None
+        return artifact_utils.deserialize_artifact(self._store.get_artifact_types_by_id([found.type_id])[0],
+                                                   found)
+
+
+def _custom(artifact, name: str) -> Any:
+    value = artifact.custom_properties.get(name) if artifact is not None else None
+    if value is None:
+        return None
+    return value.string_value or value.int_value or value.double_value
+
+
+def examples_report(records: RunRecords) -> dict[str, Any]:
+    """Split counts and bad-record counts of the examples this run used."""
+    examples = records.artifact("ExampleGen", "examples")
+    counts = _custom(examples, keys.SPLIT_COUNTS_PROPERTY)
+    if not counts:
+        return {}
+    bad = json.loads(_custom(examples, keys.BAD_RECORDS_PROPERTY) or "{}")
+    return {"splits": json.loads(counts), "bad_records": bad, "bad_records_total": sum(bad.values()),
+            "uri": examples.uri}
+
+
+def training_report(records: RunRecords) -> dict[str, Any]:
+    """The plan, final metrics and per-epoch history the Trainer wrote next to the model this run used."""
+    model = records.artifact("Trainer", "model")
+    path = os.path.join(model.uri, keys.TRAINING_REPORT_FILE) if model is not None else ""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as handle:
+        return json.load(handle)
+
+
+def anomalies_report(records: RunRecords) -> list[str]:
+    """Every anomaly ExampleValidator found, per split, in plain words."""
+    artifact = records.tfx_artifact("ExampleValidator", "anomalies")
+    if artifact is None:
+        return []
+    lines = []
+    for split in artifact_utils.decode_split_names(artifact.split_names):
+        lines += [f"split {split}: {line}" for line in describe(read_anomalies(artifact, split))]
+    return lines
+
+
+def evaluation_report(records: RunRecords) -> dict[str, Any]:
+    """Metrics per slice, the blessing and, when not blessed, why; and the baseline compared against."""
+    evaluation = records.artifact("Evaluator", "evaluation")
+    blessing = records.artifact("Evaluator", "blessing")
+    if evaluation is None or blessing is None:
+        return {}
+    blessed = _custom(blessing, "blessed") == 1
+    baseline = records.artifact("Evaluator", "baseline_model", output=False)
+    return {"slices": metrics_per_slice(evaluation.uri), "blessed": blessed,
+            "reasons": [] if blessed else not_blessed_because(evaluation.uri),
+            "baseline": baseline.uri if baseline is not None else None, "uri": evaluation.uri}
+
+
+def pushed_to(records: RunRecords) -> str | None:
+    """Where Pusher put the model in this run (or reused push), None when it did not push."""
+    pushed = records.artifact("Pusher", "pushed_model")
+    if pushed is None or _custom(pushed, "pushed") != 1:
+        return None
+    return _custom(pushed, "pushed_destination")
+
+
+def artifact_uris(records: RunRecords) -> dict[str, str]:
+    """Where this run's main artifacts are, for the report and for users."""
+    wanted = {"examples": ("ExampleGen", "examples"), "statistics": ("StatisticsGen", "statistics"),
+              "schema": ("SchemaGen", "schema"), "anomalies": ("ExampleValidator", "anomalies"),
+              "transform_graph": ("Transform", "transform_graph"),
+              "transformed_examples": ("Transform", "transformed_examples"), "model": ("Trainer", "model"),
+              "evaluation": ("Evaluator", "evaluation")}
+    uris = {}
+    for name, (node, key) in wanted.items():
+        artifact = records.artifact(node, key)
+        if artifact is not None:
+            uris[name] = artifact.uri
+    return uris

@@ -1,0 +1,174 @@
+"""The data in: `data` (tfxd's ExampleGen), `validation`, `features` (the declarative Transform) and
+`label`."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+from tfxd.metrics import TASKS
+from tfxd.pipeline.spec.base import IDENTIFIER, SPLIT_NAME, Section, check_expression, drop_keys
+from tfxd.pipeline.spec.errors import Problems
+from tfxd.transforms import OPTIONS, TRANSFORMS, taking
+
+Task = Literal[TASKS]  # type: ignore[valid-type]
+
+
+class Data(Section):
+    format: Literal["csv", "parquet", "tfrecord", "jsonl", "bigquery"] = Field(
+        description="csv | parquet | tfrecord | jsonl | bigquery")
+    path: str | None = Field(None, min_length=1, description="a file, a directory or a glob (not for bigquery)")
+    query: str | None = Field(None, min_length=1, description="the SQL to read (bigquery only)")
+    columns: dict[str, Literal["int", "float", "string"]] = Field(
+        default_factory=dict, description="type hints per column: int | float | string")
+    splits: dict[str, float | str] = Field(
+        default_factory=lambda: {"train": 0.8, "eval": 0.2},
+        description="ratios summing to 1 ({train: 0.8, eval: 0.2}) or file patterns under path")
+    split_key: str | None = Field(None, min_length=1, description="the column hashed to pick a record's split")
+    bad_records: Literal["fail", "skip"] = "fail"
+
+    @property
+    def ratios(self) -> dict[str, float]:
+        """{split: ratio} when the splits are ratios (a record's hash picks its split), else {}."""
+        return {name: value for name, value in self.splits.items() if not _is_pattern(value)}
+
+    @property
+    def patterns(self) -> dict[str, str]:
+        """{split: file pattern under `path`} when the splits are file patterns, else {}."""
+        return {name: value for name, value in self.splits.items() if _is_pattern(value)}
+
+    @model_validator(mode="after")
+    def _check(self) -> Data:
+        problems = Problems()
+        if self.format == "bigquery":
+            if self.query is None:
+                problems.add(("query",), "bigquery reads need a query", "add `query: SELECT ... FROM ...`")
+            if self.path is not None:
+                problems.add(("path",), "`path` is not used with format bigquery", "remove `path`; use `query`")
+        else:
+            if self.path is None:
+                problems.add(("path",), f"format {self.format} needs a path",
+                             "add `path:` with a file, a directory or a glob")
+            if self.query is not None:
+                problems.add(("query",), "`query` is only for format bigquery", "remove `query`")
+        self._check_splits(problems)
+        problems.raise_if_any()
+        return self
+
+    def _check_splits(self, problems: Problems) -> None:
+        if not self.splits:
+            problems.add(("splits",), "at least one split is needed", "e.g. splits: {train: 0.8, eval: 0.2}")
+            return
+        for name in self.splits:
+            if not re.match(SPLIT_NAME, name):
+                problems.add(("splits", name), f"split name {name!r} is not allowed",
+                             "use lowercase letters, digits and '_', starting with a letter")
+        for needed, why in (("train", "the Trainer fits on it"),
+                            ("eval", "the Trainer validates on it and the Evaluator evaluates it")):
+            if needed not in self.splits:
+                problems.add(("splits",), f"there is no `{needed}` split ({why})",
+                             f"name one of the splits `{needed}`")
+        if self.ratios and self.patterns:
+            problems.add(("splits",), "splits mix ratios and file patterns",
+                         "give every split a ratio (0.8) or every split a pattern ('train/*')")
+            return
+        if self.patterns:
+            if self.format == "bigquery":
+                problems.add(("splits",), "file-pattern splits do not apply to bigquery", "use ratios")
+            if self.split_key is not None:
+                problems.add(("split_key",), "`split_key` only applies to ratio splits",
+                             "remove `split_key`, or use ratios")
+            return
+        for name, ratio in self.ratios.items():
+            if not 0 < ratio <= 1:
+                problems.add(("splits", name), f"ratio {ratio} is not in (0, 1]", "use a fraction such as 0.8")
+        total = sum(self.ratios.values())
+        if not math.isclose(total, 1.0, abs_tol=1e-6):
+            problems.add(("splits",), f"split ratios sum to {total:g}, not 1",
+                         "make the ratios add up to 1, e.g. {train: 0.8, eval: 0.2}")
+
+
+class Validation(Section):
+    schema_: str = Field("infer", alias="schema", min_length=1,
+                         description="infer | path to a schema.pbtxt")
+    fail_on_anomalies: bool = True
+
+    model_config = ConfigDict(populate_by_name=True)
+
+
+class Feature(Section):
+    name: str = Field(pattern=IDENTIFIER, description="a column name, or a new name for a derived feature "
+                      "(letters, digits and '_', not starting with a digit)")
+    transform: Literal[tuple(TRANSFORMS)]  # type: ignore[valid-type]
+    expr: str | None = Field(None, description="derive the feature from columns, e.g. 'fare / (miles + 1)'")
+    fill: float | int | str | None = Field(None, description="the value used where the input is missing")
+    top_k: int | None = Field(None, ge=0, description="vocabulary: keep the k most frequent values (0: all)")
+    oov_buckets: int | None = Field(None, ge=0, description="vocabulary: buckets for values outside it")
+    frequency_threshold: int | None = Field(None, ge=0, description="vocabulary: drop values seen fewer times")
+    buckets: int | None = Field(None, ge=2, description="bucketize: quantile buckets; hash: hash buckets")
+    num_buckets: int | None = Field(None, ge=1, description="categorical: ids are in [0, num_buckets)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Feature:
+        problems = Problems()
+        options = TRANSFORMS[self.transform].options
+        for option in OPTIONS:
+            if option in options:
+                if getattr(self, option) is None:
+                    if options[option] is None:
+                        problems.add((option,), f"transform {self.transform} needs `{option}`",
+                                     f"add `{option}: N`")
+                    else:
+                        setattr(self, option, options[option])
+            elif getattr(self, option) is not None:
+                problems.add((option,), f"`{option}` does not apply to transform {self.transform}",
+                             f"`{option}` belongs to transform {' / '.join(taking(option))}; remove it or change "
+                             "the transform")
+        if self.expr is not None:
+            check_expression(self.expr, ("expr",), problems)
+        problems.raise_if_any()
+        return self
+
+    @model_serializer(mode="wrap")
+    def _render(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return drop_keys(handler, self, set(OPTIONS) - set(TRANSFORMS[self.transform].options))
+
+
+class Label(Section):
+    name: str = Field(pattern=IDENTIFIER, description="the label's name in the transformed data")
+    column: str | None = Field(None, min_length=1, description="the column read as label (default: name)")
+    expr: str | None = Field(None, description="an expression computing the label, e.g. 'tips > fare * 0.2'")
+    task: Task = Field(description="binary | multiclass | regression")
+    num_classes: int | None = Field(None, ge=2, description="multiclass only: the number of classes")
+
+    @model_validator(mode="after")
+    def _check(self) -> Label:
+        problems = Problems()
+        if self.column is not None and self.expr is not None:
+            problems.add(("expr",), "a label has either `column` or `expr`, not both", "remove one of them")
+        if self.column is None and self.expr is None:
+            self.column = self.name
+        if self.expr is not None:
+            check_expression(self.expr, ("expr",), problems)
+        if self.task == "multiclass" and self.num_classes is None:
+            problems.add(("num_classes",), "multiclass labels need `num_classes`", "add `num_classes: N`")
+        if self.task != "multiclass" and self.num_classes is not None:
+            problems.add(("num_classes",), f"`num_classes` only applies to multiclass, not {self.task}",
+                         "remove `num_classes`, or set `task: multiclass`")
+        problems.raise_if_any()
+        return self
+
+
+
+def _is_pattern(split: float | str) -> bool:
+    """A split given as text is a file pattern; as a number, a ratio. Decided here only."""
+    return isinstance(split, str)

@@ -1,0 +1,177 @@
+"""The tfxd spec (version 1), the single source of truth for keys, defaults and checks: the root model
+and the sections that stand alone (evaluation, push, beam), with the sections of data.py, training.py
+and targets.py.
+
+Each section is a pydantic model with ``extra="forbid"``; checks that involve several keys of one
+section live in that section's validator and report every problem at its exact key path (see
+``errors.Problems``); checks across sections live here. Defaults that depend on other keys (the root,
+the push directory, metrics by task, the options of each transform) are filled here too, so
+``tfxd render`` shows them.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from typing import Annotated, Literal
+
+from pydantic import ConfigDict, Field, model_validator
+
+from tfxd.metrics import METRICS, fitting
+from tfxd.pipeline.spec.base import DOTTED, NAME_PATTERN, Section
+from tfxd.pipeline.spec.data import Data, Feature, Label, Validation
+from tfxd.pipeline.spec.errors import Problems
+from tfxd.pipeline.spec.targets import Targets
+from tfxd.pipeline.spec.training import MetricName, Model, Training
+
+
+class Threshold(Section):
+    min: float | None = Field(None, description="the metric must be at least this")
+    max: float | None = Field(None, description="the metric must be at most this")
+    max_drop: float | None = Field(None, ge=0.0, description="allowed drop against the blessed baseline")
+
+    @model_validator(mode="after")
+    def _check(self) -> Threshold:
+        problems = Problems()
+        if self.min is None and self.max is None and self.max_drop is None:
+            problems.add((), "a threshold needs `min`, `max` or `max_drop`", "e.g. {min: 0.6}")
+        if self.min is not None and self.max is not None and self.min > self.max:
+            problems.add(("min",), f"min {self.min} is above max {self.max}", "swap them")
+        problems.raise_if_any()
+        return self
+
+
+class Evaluation(Section):
+    metrics: list[MetricName] | None = Field(None, description="default by task: binary_accuracy and auc; "
+                                             "sparse_categorical_accuracy; mean_squared_error")
+    thresholds: dict[str, Threshold] = Field(default_factory=dict)
+    slices: list[list[Annotated[str, Field(min_length=1)]]] = Field(
+        default_factory=lambda: [[]], description="feature lists to slice by; [] is the whole data")
+
+
+class Push(Section):
+    to: str | None = Field(None, min_length=1, description="a directory or gs://...; default <root>/serving")
+
+
+class Beam(Section):
+    runner: Literal["direct", "dataflow", "flink", "spark"] = "direct"
+    workers: int = Field(0, ge=0, description="direct runner: processes; 0 = auto: one in-memory process for "
+                         "local input under 64 MB, else one per CPU")
+    master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, "
+                               "e.g. localhost:8081 (flink) or spark://host:7077 (spark)")
+    args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")
+
+    @model_validator(mode="after")
+    def _check(self) -> Beam:
+        problems = Problems()
+        if self.runner in ("flink", "spark") and self.master is None:
+            problems.add(("master",), f"runner {self.runner} needs `master`",
+                         "add master: localhost:8081 (flink) or spark://host:7077 (spark)")
+        if self.runner in ("direct", "dataflow") and self.master is not None:
+            problems.add(("master",), f"`master` does not apply to runner {self.runner}", "remove it")
+        if self.runner != "direct" and self._explicit("workers"):
+            problems.add(("workers",), "`workers` only applies to the direct runner",
+                         "size the cluster on its own side, or pass flags in beam.args")
+        problems.raise_if_any()
+        return self
+
+class Spec(Section):
+    tfxd: Literal[1] = Field(description="the spec version")
+    name: str = Field(pattern=NAME_PATTERN, description="lowercase letters, digits and '-', at most 128")
+    root: str | None = Field(None, min_length=1, description="the pipeline root; default tfxd-runs/<name>")
+    description: str | None = None
+    data: Data
+    validation: Validation = Field(default_factory=Validation)
+    features: list[Feature] = Field(default_factory=list)
+    preprocessing_fn: str | None = Field(None, pattern=DOTTED, description="'package.module:function', "
+                                         "replaces features")
+    label: Label
+    model: Model = Field(default_factory=Model)
+    training: Training = Field(default_factory=Training)
+    evaluation: Evaluation = Field(default_factory=Evaluation)
+    push: Push = Field(default_factory=Push)
+    beam: Beam = Field(default_factory=Beam)
+    targets: Targets = Field(default_factory=Targets)
+
+    model_config = ConfigDict(title="tfxd pipeline spec (version 1)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Spec:
+        problems = Problems()
+        self._fill_defaults()
+        self._check_features(problems)
+        task = self.label.task
+        for section in ("model", "evaluation"):
+            for index, metric in enumerate(getattr(self, section).metrics or []):
+                if task not in METRICS[metric].tasks:
+                    problems.add((section, "metrics", index), f"metric {metric} does not fit a {task} label",
+                                 f"metrics for {task}: {', '.join(fitting(task))}")
+        if self.beam.runner == "dataflow" and self.targets.vertex is None:
+            problems.add(("beam", "runner"), "the dataflow runner takes its project, region, image and temp "
+                         "location from targets.vertex, which the spec does not have",
+                         "add targets.vertex (project, region, image, root)")
+        for metric, threshold in self.evaluation.thresholds.items():
+            _check_threshold(metric, threshold, problems)
+            if metric not in (self.evaluation.metrics or []):
+                problems.add(("evaluation", "thresholds", metric),
+                             f"threshold on {metric!r}, which is not in evaluation.metrics",
+                             f"add {metric} to evaluation.metrics, or use one of "
+                             f"{', '.join(self.evaluation.metrics or [])}")
+        problems.raise_if_any()
+        return self
+
+    def _fill_defaults(self) -> None:
+        if self.root is None:
+            self.root = f"tfxd-runs/{self.name}"
+        if self.push.to is None:
+            self.push.to = posixpath.join(self.root, "serving")
+        task = self.label.task
+        if self.model.metrics is None:
+            self.model.metrics = ["mean_absolute_error"] if task == "regression" else ["accuracy"]
+        if self.evaluation.metrics is None:
+            self.evaluation.metrics = {
+                "binary": ["binary_accuracy", "auc"],
+                "multiclass": ["sparse_categorical_accuracy"],
+                "regression": ["mean_squared_error"],
+            }[task]
+
+    def _check_features(self, problems: Problems) -> None:
+        if self.preprocessing_fn and self.features:
+            problems.add(("preprocessing_fn",), "`preprocessing_fn` replaces `features`; the spec has both",
+                         "remove `features`, or remove `preprocessing_fn`")
+        if not self.preprocessing_fn and not self.features:
+            problems.add(("features",), "the spec has no features",
+                         "list features (name + transform), or name your own preprocessing_fn")
+        seen: dict[str, int] = {}
+        for index, feature in enumerate(self.features):
+            if feature.name in seen:
+                problems.add(("features", index, "name"),
+                             f"feature {feature.name!r} is listed twice (first at features[{seen[feature.name]}])",
+                             "give each feature a unique name")
+            seen.setdefault(feature.name, index)
+            if feature.name == self.label.name:
+                problems.add(("features", index, "name"), f"feature {feature.name!r} has the label's name",
+                             "rename the feature or the label")
+        image = self.model.cnn.image.feature if self.model.type == "cnn" and self.model.cnn else None
+        if image and self.features and image not in seen:
+            problems.add(("model", "cnn", "image", "feature"), f"no feature named {image!r}",
+                         f"use one of: {', '.join(seen)}")
+
+
+
+def _check_threshold(metric: str, threshold: Threshold, problems: Problems) -> None:
+    """A threshold no model can pass, or one that every model passes, is a mistake in the spec."""
+    found = METRICS.get(metric)
+    if found is None:
+        return  # not an evaluated metric: reported by the caller
+    path = ("evaluation", "thresholds", metric)
+    if found.direction is None and threshold.max_drop is not None:
+        problems.add((*path, "max_drop"), f"{metric} describes the data and has no better direction, so it "
+                     "cannot drop", "use min or max for it, or put max_drop on a quality metric")
+    for bound in ("min", "max"):
+        value = getattr(threshold, bound)
+        if value is not None and not found.within(value):
+            above = value > found.high
+            outcome = "no model can pass it" if above == (bound == "min") else "every model passes it"
+            problems.add((*path, bound), f"{metric} takes values from {found.low:g} to {found.high:g}, so "
+                         f"{bound} {value:g} is outside that: {outcome}",
+                         f"give a {bound} between {found.low:g} and {found.high:g}")

@@ -1,0 +1,160 @@
+"""How to learn: `model` (the Keras model tfxd builds, or the user's) and `training` (batch, length,
+strategy, precision, callbacks, input)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
+
+from tfxd.metrics import METRICS
+from tfxd.pipeline.spec.base import DOTTED, IDENTIFIER, PositiveInt, Section, drop_keys
+from tfxd.pipeline.spec.errors import Problems
+
+MetricName = Literal[tuple(METRICS)]  # type: ignore[valid-type]
+
+OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl")
+OptimizerName = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+
+# Which model types use which model options.
+MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
+    "hidden_units": ("dnn", "wide_deep"),
+    "dropout": ("dnn", "wide_deep", "cnn"),
+    "cnn": ("cnn",),
+    "builder": ("custom",),
+}
+
+
+class Image(Section):
+    feature: str = Field(pattern=IDENTIFIER, description="the feature holding the pixels")
+    shape: list[PositiveInt] = Field(min_length=3, max_length=3, description="[height, width, channels]")
+
+
+class Cnn(Section):
+    image: Image
+    filters: list[PositiveInt] = Field(default_factory=lambda: [32, 64], min_length=1,
+                                       description="filters of each Conv2D + MaxPool block")
+    kernel: PositiveInt = 3
+    dense: list[PositiveInt] = Field(default_factory=lambda: [64], description="dense layers after Flatten")
+
+
+class Optimizer(Section):
+    name: OptimizerName
+    learning_rate: float | None = Field(None, gt=0, description="default: the optimizer's own")
+
+
+class Model(Section):
+    type: Literal["dnn", "wide_deep", "linear", "cnn", "custom"] = "dnn"
+    hidden_units: list[PositiveInt] = Field(default_factory=lambda: [64, 32], min_length=1)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    cnn: Cnn | None = None
+    builder: str | None = Field(None, pattern=DOTTED, description="custom: 'package.module:build_model'")
+    optimizer: OptimizerName | Optimizer = "adam"
+    metrics: list[MetricName] | None = Field(None, description="default: accuracy (classification), "
+                                             "mean_absolute_error (regression)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Model:
+        problems = Problems()
+        for option, types in MODEL_OPTIONS.items():
+            if self.type not in types and self._explicit(option) and getattr(self, option) is not None:
+                problems.add((option,), f"`{option}` does not apply to model type {self.type}",
+                             f"`{option}` is for type {' / '.join(types)}; remove it")
+        if self.type == "cnn" and self.cnn is None:
+            problems.add(("cnn",), "model type cnn needs a `cnn` section",
+                         "add cnn: {image: {feature: pixels, shape: [8, 8, 1]}}")
+        if self.type == "custom" and self.builder is None:
+            problems.add(("builder",), "model type custom needs `builder`",
+                         "add builder: 'package.module:build_model'")
+        problems.raise_if_any()
+        return self
+
+    @model_serializer(mode="wrap")
+    def _render(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return drop_keys(handler, self, {key for key, types in MODEL_OPTIONS.items() if self.type not in types})
+
+
+class EarlyStopping(Section):
+    monitor: str = "val_loss"
+    patience: int = Field(3, ge=0)
+    min_delta: float = Field(0.0, ge=0.0)
+    restore_best_weights: bool = False
+
+
+class ReduceLROnPlateau(Section):
+    monitor: str = "val_loss"
+    factor: float = Field(0.2, gt=0.0, lt=1.0)
+    patience: int = Field(2, ge=0)
+    min_lr: float = Field(0.0, ge=0.0)
+
+
+def _switch(value: Any) -> Any:
+    """``true`` turns a callback on with its defaults, ``false`` turns it off."""
+    if value is True:
+        return {}
+    if value is False:
+        return None
+    return value
+
+
+class Callbacks(Section):
+    early_stopping: EarlyStopping | None = Field(None, description="true, false or {monitor, patience, ...}")
+    reduce_lr_on_plateau: ReduceLROnPlateau | None = Field(
+        None, description="true, false or {monitor, factor, patience, ...}")
+    tensorboard: bool = True
+    backup_and_restore: bool = True
+    terminate_on_nan: bool = True
+    custom: list[Annotated[str, Field(pattern=DOTTED)]] = Field(
+        default_factory=list, description="['package.module:CallbackClass', ...]")
+
+    @field_validator("early_stopping", "reduce_lr_on_plateau", mode="before")
+    @classmethod
+    def _on_off(cls, value: Any) -> Any:
+        return _switch(value)
+
+
+class Input(Section):
+    cache: bool = True
+    shuffle_buffer: int = Field(10000, ge=0)
+    prefetch: Literal["auto"] | Annotated[int, Field(ge=0)] = "auto"
+
+
+class Training(Section):
+    batch_size: PositiveInt = Field(64, description="per replica; the global batch is batch_size x replicas")
+    steps: PositiveInt | None = Field(None, description="training steps (default 1000); or set epochs")
+    epochs: PositiveInt | None = Field(None, description="training epochs; or set steps")
+    eval_steps: PositiveInt = 150
+    strategy: Literal["auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu",
+                      "central_storage"] = "auto"
+    all_reduce: Literal["auto", "nccl", "hierarchical_copy", "reduce_to_one_device", "ring"] = "auto"
+    mixed_precision: Literal["auto", "off", "mixed_float16", "mixed_bfloat16"] = "auto"
+    seed: int | None = Field(None, ge=0)
+    callbacks: Callbacks = Field(default_factory=Callbacks)
+    input: Input = Field(default_factory=Input)
+
+    @model_validator(mode="after")
+    def _check(self) -> Training:
+        problems = Problems()
+        if self.steps is not None and self.epochs is not None:
+            problems.add(("epochs",), "set `steps` or `epochs`, not both",
+                         "remove one; with --set, clear the other: --set training.steps=null")
+        if self.steps is None and self.epochs is None:
+            self.steps = 1000
+        cross_device = {"hierarchical_copy", "reduce_to_one_device"}
+        if self.strategy == "mirrored" and self.all_reduce == "ring":
+            problems.add(("all_reduce",), "ring is a multi-worker collective; mirrored uses cross-device ops",
+                         "use auto, nccl, hierarchical_copy or reduce_to_one_device")
+        if self.strategy == "multi_worker_mirrored" and self.all_reduce in cross_device:
+            problems.add(("all_reduce",), f"{self.all_reduce} applies to mirrored, not to multi-worker",
+                         "use auto, nccl or ring")
+        if self.strategy in {"one_device", "tpu"} and self.all_reduce != "auto":
+            problems.add(("all_reduce",), f"strategy {self.strategy} does not all-reduce", "use auto")
+        problems.raise_if_any()
+        return self
+

@@ -1,0 +1,284 @@
+"""Crashes and restarts of `tfxd run` (issue 8): SIGKILL during Transform and during the Trainer, then
+the same command again (the components that had finished come from the cache, nothing half-written is
+ever LIVE in ML Metadata, the model is blessed and pushed); a killed main process leaves no Trainer
+worker behind; Ctrl-C (exit 130, a line on how to resume, no traceback, no process left), with either
+orchestrator; two runs of one root at once (the second is refused by the run lock)."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import glob
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BASE_SPEC, write_spec
+from tests.pipeline.run.test_run_taxi import COMPONENTS, tfxd
+
+TFXD = os.path.join(os.path.dirname(sys.executable), "tfxd")
+# 3000 steps of 32 over ~140 training rows: 10 epochs of about a second, time enough to stop the Trainer
+SPEC = (BASE_SPEC.replace("steps: 10", "steps: 3000") + "beam: {workers: 1}\n"
+        "evaluation: {thresholds: {binary_accuracy: {min: 0.5}}}\n")
+BEFORE_TRANSFORM = COMPONENTS[:COMPONENTS.index("Transform")]
+BEFORE_TRAINER = COMPONENTS[:COMPONENTS.index("Trainer")]
+
+
+@pytest.fixture
+def crash_project(project: Path) -> Iterator[Path]:
+    rows = "".join(f"{(i % 7) + 0.5},{'abc'[i % 3]},{int(i % 7 > 3)}\n" for i in range(200))
+    (project / "data.csv").write_text("x,city,target\n" + rows)
+    write_spec(project, SPEC)
+    yield project
+    for running in Running.started:  # whatever a failed test left running
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.process.pid, signal.SIGKILL)
+    Running.started.clear()
+
+
+class Running:
+    """`tfxd run spec.yaml` started in a session of its own, as a shell starts a job; its console is
+    read line by line as it comes."""
+
+    started: list[Running] = []
+
+    def __init__(self, folder: Path, *args: str) -> None:
+        self.stderr_path = folder / f"stderr-{time.monotonic_ns()}.txt"
+        with open(self.stderr_path, "w") as stderr:
+            self.process = subprocess.Popen([TFXD, "run", "spec.yaml", *args], cwd=folder, stdout=subprocess.PIPE,
+                                            stderr=stderr, text=True, start_new_session=True)
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        Running.started.append(self)
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line)
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, text: str, timeout: float = 240) -> None:
+        """Until a console line contains ``text``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                line = None
+            if line is None:
+                self.process.kill()
+                pytest.fail(f"no line with {text!r}:\n{''.join(self.lines)}{self.stderr_path.read_text()}")
+            if text in line:
+                return
+
+    def finish(self, timeout: float = 300) -> tuple[int, str, str]:
+        """(exit code, stdout, stderr) once the process has ended."""
+        code = self.process.wait(timeout)
+        self._reader.join(timeout)
+        return code, "".join(self.lines), self.stderr_path.read_text()
+
+    def group_gone(self, timeout: float = 20) -> bool:
+        """Whether every process of the run's session has ended (none left behind, e.g. a worker)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(self.process.pid, 0)
+            except ProcessLookupError:
+                return True
+            time.sleep(0.5)
+        return False
+
+
+def _runs(folder: Path) -> list[dict]:
+    """Each run's summary.json, oldest first (a run killed by SIGKILL leaves none)."""
+    paths = sorted(glob.glob(str(folder / "tfxd-runs" / "demo" / "runs" / "*" / "summary.json")))
+    return [json.loads(Path(path).read_text()) for path in paths]
+
+
+def _statuses(summary: dict) -> dict[str, str]:
+    return {c["name"]: c["status"] for c in summary["components"]}
+
+
+def _executions(folder: Path) -> dict[str, list[str]]:
+    """Each component's executions' states, oldest first, from the run's ML Metadata (opened read-only),
+    after checking that every LIVE artifact was output by a COMPLETE execution and by no unfinished one,
+    and that its files are there, and that what canceled executions began is abandoned and removed."""
+    from ml_metadata.metadata_store import metadata_store
+    from ml_metadata.proto import metadata_store_pb2 as mlmd
+
+    config = mlmd.ConnectionConfig()
+    config.sqlite.filename_uri = str(folder / "tfxd-runs" / "demo" / "metadata.sqlite")
+    config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READONLY
+    store = metadata_store.MetadataStore(config)
+    executions = {e.id: e for e in store.get_executions()}
+    kinds = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
+    writers: dict[int, set[int]] = defaultdict(set)
+    for event in store.get_events_by_execution_ids(list(executions)):
+        if event.type in (mlmd.Event.OUTPUT, mlmd.Event.DECLARED_OUTPUT, mlmd.Event.PENDING_OUTPUT):
+            writers[event.artifact_id].add(event.execution_id)
+    for artifact in store.get_artifacts():
+        states = {mlmd.Execution.State.Name(executions[i].last_known_state) for i in writers[artifact.id]}
+        if states == {"CANCELED"}:  # begun by a run that died: abandoned, and its folder removed
+            assert artifact.state == mlmd.Artifact.ABANDONED and not os.path.exists(artifact.uri), artifact
+        if artifact.state != mlmd.Artifact.LIVE:
+            continue
+        assert "COMPLETE" in states and states <= {"COMPLETE", "CACHED"}, (artifact.uri, states)
+        assert os.path.exists(artifact.uri), artifact.uri
+    found: dict[str, list[str]] = defaultdict(list)
+    for execution in sorted(executions.values(), key=lambda e: e.id):
+        found[kinds[execution.type_id]].append(mlmd.Execution.State.Name(execution.last_known_state))
+    return found
+
+
+def _check_resumed(folder: Path, result: subprocess.CompletedProcess, reused: list[str]) -> dict:
+    """The rerun completed: ``reused`` from the cache, the rest ran, blessed and pushed."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = _runs(folder)[-1]
+    assert _statuses(summary) == {name: "cached" if name in reused else "ran" for name in COMPONENTS}
+    for name in reused:
+        assert f"│ {name:<16} │ cached │" in result.stdout  # the console's table says so too
+    assert summary["blessed"] is True and summary["status"] == "ok"
+    assert os.path.isfile(os.path.join(summary["pushed_to"], "saved_model.pb"))
+    assert summary["metrics"]["binary_accuracy"] >= 0.5
+    return summary
+
+
+def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resumes(crash_project):
+    first = Running(crash_project)
+    first.wait_for("> Transform ...")
+    time.sleep(2)  # Transform takes ~10 s here: it is half-way
+    os.kill(first.process.pid, signal.SIGKILL)  # the main process alone, as the OOM killer does
+    code, out, _ = first.finish()
+    assert code == -signal.SIGKILL and "ok Transform" not in out
+    assert first.group_gone(), "a process of the killed run is still running"
+    killed = _executions(crash_project)
+    assert killed["Transform"] == ["RUNNING"]  # never marked complete; none of its outputs is LIVE
+    assert "Trainer" not in killed
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)  # the lock died with the process
+    _check_resumed(crash_project, result, reused=BEFORE_TRANSFORM)
+    assert "an earlier run of this root ended during Transform without finishing it" in result.stdout
+    after = _executions(crash_project)
+    assert after["Transform"] == ["CANCELED", "COMPLETE"]  # the killed one, recorded as such by the rerun
+    assert after["ExampleGen"] == ["COMPLETE", "CACHED"]
+
+
+def test_sigkill_of_the_whole_run_during_the_trainer_then_the_same_command_resumes(crash_project):
+    first = Running(crash_project)
+    first.wait_for("Trainer epoch 3/")
+    os.killpg(first.process.pid, signal.SIGKILL)  # `kill -9` of the job: every process of it
+    code, out, _ = first.finish()
+    assert code == -signal.SIGKILL and "ok Trainer" not in out
+    assert first.group_gone()
+    assert _executions(crash_project)["Trainer"] == ["RUNNING"]
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
+    assert "an earlier run of this root ended during Trainer without finishing it" in result.stdout
+    assert "Trainer epoch 1/" not in result.stdout  # it went on from its last backed-up epoch
+    after = _executions(crash_project)
+    assert after["Trainer"] == ["CANCELED", "COMPLETE"] and after["Pusher"] == ["COMPLETE"]
+
+
+def _processes_of(group: int) -> list[str]:
+    """The command lines of the processes in process group ``group``."""
+    found = []
+    for stat in glob.glob("/proc/[0-9]*/stat"):
+        try:
+            fields = Path(stat).read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == group:
+                found.append(Path(stat).with_name("cmdline").read_bytes().replace(b"\0", b" ").decode())
+        except (OSError, IndexError, ValueError):
+            continue  # ended meanwhile
+    return found
+
+
+def test_sigkill_of_the_main_process_leaves_no_trainer_worker_behind(crash_project):
+    write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
+    first = Running(crash_project)
+    first.wait_for("> Trainer ...")
+    deadline = time.monotonic() + 120
+    while sum("local_worker" in cmd for cmd in _processes_of(first.process.pid)) < 2:
+        assert time.monotonic() < deadline, _processes_of(first.process.pid)
+        time.sleep(0.5)
+    time.sleep(3)  # the workers are importing TensorFlow or training
+    os.kill(first.process.pid, signal.SIGKILL)
+    assert first.finish()[0] == -signal.SIGKILL
+    assert first.group_gone(timeout=30), _processes_of(first.process.pid)
+    assert _executions(crash_project)["Trainer"] == ["RUNNING"]
+
+
+def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project):
+    first = Running(crash_project)
+    first.wait_for("Trainer epoch 2/")
+    os.killpg(first.process.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole job
+    code, out, err = first.finish()
+    assert code == 130, out + err
+    assert "interrupted during Trainer" in err and "run the same command again to resume" in err
+    assert "Traceback" not in out + err
+    assert first.group_gone()
+    (summary,) = _runs(crash_project)
+    assert summary["status"] == "interrupted"
+    assert _statuses(summary) == {**dict.fromkeys(BEFORE_TRAINER, "ran"), "Trainer": "interrupted",
+                                  "Evaluator": "not run", "Pusher": "not run"}
+    assert _executions(crash_project)["Trainer"] == ["CANCELED"]
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
+    assert "ended during" not in result.stdout  # the interrupted run settled its own books
+
+
+def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(crash_project):
+    write_spec(crash_project, SPEC + "targets:\n  local: {orchestrator: beam}\n")
+    first = Running(crash_project, "--to", "Transform")
+    first.wait_for("> Transform ...")
+    time.sleep(2)
+    os.kill(first.process.pid, signal.SIGINT)  # `kill -INT pid`; Beam wraps the KeyboardInterrupt
+    code, out, err = first.finish()
+    assert code == 130, out + err
+    assert "interrupted during Transform" in err and "Traceback" not in out + err
+    (summary,) = _runs(crash_project)
+    assert summary["status"] == "interrupted" and _statuses(summary)["Transform"] == "interrupted"
+    assert _executions(crash_project)["Transform"] == ["CANCELED"]
+
+    result = tfxd("run", "spec.yaml", "--to", "Transform", cwd=crash_project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _statuses(_runs(crash_project)[-1]) == {**dict.fromkeys(BEFORE_TRANSFORM, "cached"), "Transform": "ran"}
+    assert _executions(crash_project)["Transform"] == ["CANCELED", "COMPLETE"]
+
+
+def test_a_second_run_of_the_same_root_is_refused_while_the_first_runs(crash_project):
+    first = Running(crash_project, "--to", "Transform")
+    first.wait_for("> StatisticsGen ...")
+    root = crash_project / "tfxd-runs" / "demo"
+    runs_before = sorted(os.listdir(root / "runs"))
+
+    started = time.monotonic()
+    second = tfxd("run", "spec.yaml", cwd=crash_project)
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert time.monotonic() - started < 20  # at once: no TensorFlow, no waiting
+    lock = root / "tfxd-run.lock"
+    assert (f"another tfxd run (pid {first.process.pid}) is using {root}; wait for it or stop it "
+            f"(lock file: {lock})") in " ".join(second.stderr.split())
+    assert "Traceback" not in second.stderr and not second.stdout
+    assert sorted(os.listdir(root / "runs")) == runs_before  # the refused run wrote nothing
+
+    code, out, err = first.finish()
+    assert code == 0, out + err
+    assert _statuses(_runs(crash_project)[-1])["Transform"] == "ran"
+    with open(lock) as handle:  # released on exit
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _executions(crash_project)

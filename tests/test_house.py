@@ -1,0 +1,215 @@
+"""The house: every module's imports, read from the source, run only downward through the floors below,
+never in a circle; the component packages stay apart; an import inside a function says why; no module
+grows past MAX_LINES. The floors are written once, here (README.md, "Folders", draws the same map)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+
+# Top floor first. A module may import modules of its own floor and of the floors below, never above.
+# Names are import names under tfxd; "tfxd" alone is the ground (tfxd/*.py and the example specs).
+FLOORS: tuple[tuple[str, ...], ...] = (
+    ("tfxd.cli",),  # the command line and `tfxd init`'s scaffolding
+    ("tfxd.kubeflow",),  # Kubeflow Pipelines and Vertex AI: compile, submit, schedules, replay
+    ("tfxd.pipeline.run",),  # local runs and what they did
+    ("tfxd.pipeline.report",),  # what people read: the summary table, report.html, the graph
+    ("tfxd.pipeline.assembly",),  # spec -> the TFX pipeline
+    ("tfxd.pipeline.spec",),  # the spec: models, YAML with positions, errors, overrides, placement
+    ("tfxd.components",),  # the TFX components
+    ("tfxd.trainer_module",),  # what runs inside the Trainer
+    ("tfxd",),  # the ground: TF environment, console, files, expressions, the tables of names
+)
+# Rooms on one floor that do not import each other: each component stands on its own.
+APART = ("tfxd.components.example_gen", "tfxd.components.example_validator", "tfxd.components.trainer",
+         "tfxd.components.transform")
+# The folders of the repository that are tfxd's subpackages (pyproject.toml maps them).
+FOLDERS = {"tfxd": "tfxd", "cli": "tfxd.cli", "pipeline": "tfxd.pipeline", "kubeflow": "tfxd.kubeflow",
+           "components": "tfxd.components", "trainer_module": "tfxd.trainer_module", "examples": "tfxd.examples"}
+MAX_LINES = 450
+LAZY = re.compile(r"#.*\bstart-up\b")  # how an import inside a function says why it is there
+
+
+@dataclass(frozen=True)
+class Import:
+    source: str  # the importing module
+    target: str  # the imported tfxd module
+    line: int
+    end_line: int
+    in_function: bool
+
+
+def _modules() -> dict[str, Path]:
+    """Import name -> file, for every module of the package."""
+    found = {}
+    for folder, package in FOLDERS.items():
+        for path in sorted((REPO / folder).rglob("*.py")):
+            parts = path.relative_to(REPO / folder).with_suffix("").parts
+            parts = parts[:-1] if parts[-1] == "__init__" else parts
+            found[".".join((package, *parts))] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def _imports(name: str, path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: list[Import] = []
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        for child in ast.iter_child_nodes(node):
+            inside = in_function or isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+            if isinstance(child, ast.Import):
+                found.extend(Import(name, alias.name, child.lineno, child.end_lineno or child.lineno, in_function)
+                             for alias in child.names if _ours(alias.name))
+            elif isinstance(child, ast.ImportFrom):
+                base = _absolute(child, package)
+                for alias in child.names:
+                    target = f"{base}.{alias.name}" if f"{base}.{alias.name}" in MODULES else base
+                    if _ours(target):
+                        found.append(Import(name, target, child.lineno, child.end_lineno or child.lineno,
+                                            in_function))
+            visit(child, inside)
+
+    visit(tree, False)
+    return found
+
+
+def _absolute(node: ast.ImportFrom, package: str) -> str:
+    if not node.level:
+        return node.module or ""
+    base = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _ours(module: str) -> bool:
+    return module == "tfxd" or module.startswith("tfxd.")
+
+
+IMPORTS = [found for name, path in MODULES.items() for found in _imports(name, path)]
+
+
+def _floor(module: str) -> int:
+    """The floor of a module: its longest matching prefix; 0 is the top."""
+    best = None
+    for index, names in enumerate(FLOORS):
+        for prefix in names:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    assert best is not None, f"{module} stands on no floor: add it to FLOORS"
+    return best[0]
+
+
+def test_every_module_stands_on_a_floor():
+    assert {name for name in MODULES if _floor(name) == len(FLOORS) - 1} >= {"tfxd", "tfxd.console", "tfxd.keys"}
+    assert _floor("tfxd.cli.main") == 0 and _floor("tfxd.pipeline.spec.load") == 5
+
+
+def test_no_import_runs_back_up():
+    upward = [f"{found.source} (line {found.line}) imports {found.target}, which is on a higher floor"
+              for found in IMPORTS if _floor(found.target) < _floor(found.source)]
+    assert not upward, "\n".join(upward)
+
+
+def test_components_stay_apart():
+    def room(module: str) -> str | None:
+        return next((prefix for prefix in APART if module == prefix or module.startswith(prefix + ".")), None)
+
+    crossing = [f"{found.source} (line {found.line}) imports {found.target}" for found in IMPORTS
+                if room(found.source) and room(found.target) and room(found.source) != room(found.target)]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_no_circle():
+    graph: dict[str, set[str]] = {name: set() for name in MODULES}
+    for found in IMPORTS:
+        if found.target in graph and found.target != found.source:
+            graph[found.source].add(found.target)
+    circles = [sorted(component) for component in _strongly_connected(graph) if len(component) > 1]
+    assert not circles, f"modules that import each other in a circle: {circles}"
+
+
+def test_an_import_inside_a_function_says_why():
+    silent = []
+    for found in IMPORTS:
+        if not found.in_function:
+            continue
+        lines = MODULES[found.source].read_text(encoding="utf-8").splitlines()
+        start = found.line - 1
+        while start > 0 and _in_import_block(lines[start - 1]):  # the block of imports it belongs to
+            start -= 1
+        said = any(LAZY.search(line) for line in lines[start:found.end_line])
+        if not said:
+            silent.append(f"{found.source} (line {found.line}) imports {found.target} inside a function "
+                          "without a `# start-up: ...` comment saying why")
+    assert not silent, "\n".join(silent)
+
+
+def _in_import_block(line: str) -> bool:
+    """An import, a blank line between import groups, or the comment that says why."""
+    return not line.strip() or line.strip().startswith(("import ", "from ", "#"))
+
+
+def test_no_module_is_over_the_size_of_a_room():
+    big = {name: lines for name, path in MODULES.items()
+           if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def test_the_checks_see_a_bad_house(tmp_path):
+    """The readers above find what they are for: an upward import, a circle, a silent lazy import."""
+    module = tmp_path / "bad.py"
+    module.write_text("from tfxd.cli import main\n\n\ndef f():\n    from tfxd.pipeline.spec import load\n")
+    found = _imports("tfxd.trainer_module.bad", module)
+    assert [(i.target, i.in_function) for i in found] == [("tfxd.cli.main", False), ("tfxd.pipeline.spec.load", True)]
+    assert not LAZY.search(module.read_text())
+    assert _floor(found[0].target) < _floor(found[0].source)
+    circles = sorted(sorted(c) for c in _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))
+    assert circles == [["a", "b", "c"], ["d"]]
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:
+    """Tarjan's algorithm, iteratively: the sets of nodes that reach each other."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = set()
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.add(member)
+                    if member == node:
+                        break
+                components.append(component)
+    return components

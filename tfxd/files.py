@@ -1,0 +1,29 @@
+"""Paths and files: what counts as a URI rather than a local path, and atomic writes (a reader, or a
+run killed half-way, never sees half a file)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+def is_uri(path: str) -> bool:
+    """A bucket or other remote location (gs://..., s3://...), as opposed to a local path."""
+    return "://" in path
+
+
+def write_atomic(path: str, content: str | bytes) -> str:
+    """Write ``content`` (text as UTF-8) to ``path`` through a hidden partial file and a rename."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f".{target.name}.partial")
+    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+    os.replace(partial, target)
+    return path
+
+
+def write_json(path: str, content: Any, **options: Any) -> str:
+    """``content`` as indented JSON (``options`` go to json.dumps), atomically."""
+    return write_atomic(path, json.dumps(content, indent=options.pop("indent", 2), **options) + "\n")

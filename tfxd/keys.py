@@ -1,0 +1,44 @@
+"""The names that cross rooms: one writes them, another reads them, and both take them from here.
+
+Artifact custom properties, custom_config keys and the files tfxd leaves beside TFX's artifacts. A
+name used inside one component only (an execution property its component and executor share) stays
+in that component.
+"""
+
+from __future__ import annotations
+
+# ExampleGen's examples artifact: JSON {split: count} and {reason: count} of the records skipped under
+# `bad_records: skip`. Transform carries the split counts on to its transformed examples, from which the
+# Trainer takes the train split's size; the run summary reports both.
+SPLIT_COUNTS_PROPERTY = "tfxd_split_counts"
+BAD_RECORDS_PROPERTY = "tfxd_bad_records"
+
+# Transform's custom_config, written by pipeline.assembly: the spec's features and label, every default
+# filled in. The generic preprocessing_fn compiles them; the feature description reads them.
+FEATURES = "features"
+LABEL = "label"
+
+# Beside the transform graph (Transform writes it, the Trainer reads it): what each transformed feature
+# is (float, id with its cardinality, string), its shape, and the label's task and classes.
+FEATURE_INFO_FILE = "tfxd_features.json"
+
+
+class TrainerConfig:
+    """Keys of the Trainer's custom_config. pipeline.assembly writes SPEC, LOCAL_CLUSTER and LABEL_ONLY;
+    the Trainer executor adds TRAIN_EXAMPLES and BACKUP_DIR at run time; run_fn reads them all."""
+
+    SPEC = "spec"  # the resolved spec's Trainer sections, as a dict
+    LOCAL_CLUSTER = "local_cluster"  # targets.local.trainer ({workers, parameter_servers}) or None
+    LABEL_ONLY = "label_only_columns"  # columns only the label reads: a serving request has none of them
+    TRAIN_EXAMPLES = "train_examples"  # the train split's size, for `training.epochs`
+    BACKUP_DIR = "backup_dir"  # BackupAndRestore's folder, the same for a retry of the same training
+
+
+# The exported model's signatures: serving on serialized raw tf.Examples, and the transform graph alone,
+# through which the Evaluator reads the label and the features from raw examples.
+SERVING_SIGNATURE = "serving_default"
+TRANSFORM_FEATURES_SIGNATURE = "transform_features"
+
+# Beside the model artifact's Format-Serving folder (the chief's run_fn writes it, the run summary reads
+# it): the plan, the final metrics and the per-epoch history.
+TRAINING_REPORT_FILE = "tfxd_training.json"
