@@ -3,8 +3,16 @@ for Kubeflow Pipelines) or a Vertex PipelineJob (JSON), with the target's image 
 
 Offline and side-effect free: every executor, preprocessing_fn and run_fn is referenced by dotted path
 (importable inside the image), so TFX packages no module file and writes nothing under the pipeline
-root; the only file written is the output, atomically. Per-component `resources` of the kubeflow target
-become the tasks' resource requests and limits.
+root; the only file written is the output, atomically.
+
+For Kubeflow the file is what the open-source KFP 2.x backend accepts and runs (kubeflow/pipelines:
+backend/src/apiserver/template/v2_template.go takes schema 2.1.0 only; backend/src/v2/compiler runs
+container and importer executors only, and no lifecycle hooks): schema 2.1.0 with typed parameters and
+their defaults, `defaultPipelineRoot` from the target's bucket, the Evaluator's baseline found by a
+task (assembly gives Kubeflow one instead of TFX's resolver), and ExampleGen without TFX's pre-cache-
+check driver (its executor works out the span and fingerprint itself) and never cached: the backend's
+cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data.
+Per-component `resources` become the tasks' resource requests and limits.
 """
 
 from __future__ import annotations
@@ -31,15 +39,27 @@ def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     """The compiled PipelineJob as a dict (its `pipelineSpec` is the KFP PipelineSpec)."""
     spec = loaded.spec
     config = v2.KubeflowV2DagRunnerConfig(default_image=getattr(spec.targets, target).image,
-                                          display_name=spec.name)
+                                          display_name=spec.name, use_pipeline_spec_2_1=target == "kubeflow")
     runner = v2.KubeflowV2DagRunner(config=config, output_dir=".", output_filename="unused.json")
     job = runner.run(tfx_pipeline(loaded, target), parameter_values=runtime_parameters(spec),
                      write_out=False)
+    root = Placement(loaded, target).pipeline_root()
     if target == "kubeflow":
-        _set_resources(job["pipelineSpec"], spec.targets.kubeflow.resources)  # type: ignore[union-attr]
-        _set_defaults(job["pipelineSpec"], runtime_parameters(spec))
-    job["runtimeConfig"]["gcsOutputDirectory"] = Placement(loaded, target).pipeline_root()
+        _for_kubeflow(job["pipelineSpec"], loaded, root)
+    job["runtimeConfig"]["gcsOutputDirectory"] = root
     return job
+
+
+def _for_kubeflow(pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str) -> None:
+    """What the open-source backend needs beyond TFX's compiler (see the module's docstring)."""
+    pipeline_spec["defaultPipelineRoot"] = root
+    _set_defaults(pipeline_spec, runtime_parameters(loaded.spec))
+    _set_resources(pipeline_spec, loaded.spec.targets.kubeflow.resources)  # type: ignore[union-attr]
+    executors = pipeline_spec["deploymentSpec"]["executors"]
+    for task in pipeline_spec["root"]["dag"]["tasks"].values():
+        executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
+        if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
+            task["cachingOptions"] = {"enableCache": False}
 
 
 def _set_defaults(pipeline_spec: dict[str, Any], values: dict[str, Any]) -> None:

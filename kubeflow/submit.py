@@ -37,6 +37,9 @@ KFP_DONE = frozenset({"SUCCEEDED", "SKIPPED", "FAILED", "CANCELED"})
 KFP_FAILED = frozenset({"FAILED", "CANCELED"})
 _UNKNOWN = frozenset({"", "UNSPECIFIED", "RUNTIME_STATE_UNSPECIFIED"})
 LABEL_MAX = 63  # Google Cloud label values: at most 63 characters
+# kfp.Client overwrites every task's caching option with enable_caching unless it is None: None keeps the
+# compiled file's own (ExampleGen never cached on Kubeflow, kubeflow/compile.py says why).
+KFP_CACHING = None
 
 OnState = Callable[[str], None]
 
@@ -284,7 +287,7 @@ def submit_kubeflow(spec: Spec, compiled_path: str, *, wait: bool = False, host:
     with quiet():
         result = client.create_run_from_pipeline_package(
             compiled_path, arguments={}, run_name=run_name, experiment_name=spec.name,
-            pipeline_root=cluster_pipeline_root(spec, "kubeflow"), enable_caching=True)
+            pipeline_root=cluster_pipeline_root(spec, "kubeflow"), enable_caching=KFP_CACHING)
     run_id = result.run_id
     url = f"{host}/#/runs/details/{run_id}" if host else None
     state = result.run_info.state or ""

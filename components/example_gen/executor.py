@@ -13,6 +13,8 @@ import os
 from typing import Any
 
 import apache_beam as beam
+from tfx.components.example_gen import driver as example_gen_driver
+from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
@@ -203,8 +205,10 @@ class Executor(BaseExampleGenExecutor):
         report_dir = os.path.join(self._get_tmp_dir(), "tfxd_report")
         fileio.makedirs(report_dir)
         exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}
-        super().Do(input_dict, output_dict, exec_properties)
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
+            exec_properties = _as_the_driver_would(exec_properties, examples)
+        super().Do(input_dict, output_dict, exec_properties)
         counts = _read_json(os.path.join(report_dir, SPLIT_COUNTS_FILE))
         bad = _read_json(os.path.join(report_dir, BAD_RECORDS_FILE))
         empty = [name for name in artifact_utils.decode_split_names(examples.split_names) if not counts.get(name)]
@@ -215,6 +219,23 @@ class Executor(BaseExampleGenExecutor):
         _check_needed_columns(exec_properties, os.path.join(report_dir, COLUMNS_FILE))
         examples.set_string_custom_property(keys.SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
         examples.set_string_custom_property(keys.BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
+
+
+def _as_the_driver_would(exec_properties: dict[str, Any], examples) -> dict[str, Any]:
+    """What TFX's ExampleGen driver resolves before the executor runs, where none ran (the open-source
+    Kubeflow backend runs no pre-cache-check driver; LocalDagRunner and Vertex do): the span and version
+    (patterns with {SPAN} resolved), the input's fingerprint, on the exec properties and on the examples,
+    by TFX's own driver code, so the examples say what they were made from on every runner."""
+    driver_class = (example_gen_driver.FileBasedDriver if exec_properties.get(standard_component_specs.INPUT_BASE_KEY)
+                    else example_gen_driver.QueryBasedDriver)
+    resolved = driver_class(None).resolve_exec_properties(dict(exec_properties), None, None)
+    examples.span = resolved[example_gen_utils.SPAN_PROPERTY_NAME]
+    if resolved[example_gen_utils.VERSION_PROPERTY_NAME] is not None:
+        examples.version = resolved[example_gen_utils.VERSION_PROPERTY_NAME]
+    if resolved.get(example_gen_utils.FINGERPRINT_PROPERTY_NAME):
+        examples.set_string_custom_property(example_gen_utils.FINGERPRINT_PROPERTY_NAME,
+                                            resolved[example_gen_utils.FINGERPRINT_PROPERTY_NAME])
+    return resolved
 
 
 def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:

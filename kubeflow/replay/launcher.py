@@ -1,8 +1,9 @@
 """One container task, run here the way the KFP v2 launcher runs it in its pod: the ExecutorInput JSON
 (input parameters, input artifacts as their producers' output metadata gave them, output artifacts
-with local URIs, `outputFile`) in place of `{{$}}`, TFX's file-based driver first when the task has a
-`lifecycle.preCacheCheck`, then the main container; what the task wrote into its output metadata
-becomes its outputs, recorded in the artifact index.
+with local URIs, `outputFile`) in place of `{{$}}`, then the main container; what the task wrote into
+its output metadata becomes its outputs, recorded in the artifact index. A Vertex file's
+`lifecycle.preCacheCheck` (TFX's file-based driver) runs first, as Vertex runs it; a Kubeflow file's is
+not run, as the open-source backend does not run it.
 
 The command runs with this interpreter, PYTHONPATH starting with the project (as in the image), the
 environment of this process (tfxd's own: TF_USE_LEGACY_KERAS=1) and the container's `env`, its
@@ -111,7 +112,10 @@ class Launcher:
             parameters: dict[str, tuple[Any, str]], inputs: dict[str, list], log: str) -> TaskResult:
         io = self._prepare(name, component, parameters, inputs, log)
         pre = container.get("lifecycle", {}).get("preCacheCheck")
-        if pre:
+        if pre and self.replay.compiled.kind == "kubeflow":  # the open-source launcher runs no hooks
+            self.notes.append(f"{name}: its preCacheCheck hook was not run, as the open-source Kubeflow "
+                              "Pipelines backend does not run it")
+        elif pre:
             output_file = os.path.join(io.task_dir, "pre_cache_check_output.json")
             self._execute(io, pre, container, output_file, "preCacheCheck")
             self._take_driver_output(io, self._read_output(io, output_file, "preCacheCheck"))

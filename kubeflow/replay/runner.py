@@ -135,6 +135,11 @@ class _Tasks:
             executor = self.executor(name, self.component(task))
             if not {"container", "resolver", "importer"} & set(executor):
                 raise ReplayError(f"task {name}: executor kind {sorted(executor)} is not supported by replay")
+            if self.replay.compiled.kind == "kubeflow" and "resolver" in executor:
+                raise ReplayError(f"task {name} is a resolver, and the open-source Kubeflow Pipelines backend "
+                                  "runs container and importer executors only (its compiler, kubeflow/pipelines "
+                                  "backend/src/v2/compiler, refuses the run); a resolver runs on Vertex AI. "
+                                  "Compile the spec again with this tfxd: it finds the baseline with a task")
             for query in executor.get("resolver", {}).get("outputArtifactQueries", {}).values():
                 for part in split_and(query.get("filter", "")):
                     clause(part, query.get("filter", ""), lambda _: "")

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from google.protobuf import json_format
-from tfx.components import Evaluator, Pusher, SchemaGen, StatisticsGen
+from tfx.components import Pusher, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
@@ -18,6 +18,8 @@ from tfx.orchestration import data_types, pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 
+from tfxd.components.baseline.component import LatestPushedModel
+from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import RUN_FN, Trainer
@@ -134,8 +136,12 @@ def _steps(spec: Spec, place: Placement) -> tuple[Any, Any]:
 
 
 def _baseline_resolver(model, place: Placement):
-    """Locally, the latest blessed model other than the candidate (baseline.py); compiled, TFX's
-    LatestBlessedModelStrategy, the one strategy Kubeflow's and Vertex's compiler translate."""
+    """The Evaluator's baseline, the latest blessed model other than the candidate: locally a resolver
+    reading ML Metadata (baseline.py); on Vertex, TFX's LatestBlessedModelStrategy, the one strategy its
+    compiler translates; on Kubeflow, whose open-source backend runs no resolvers, a task reading the
+    push destination (components/baseline)."""
+    if place.target == "kubeflow":
+        return LatestPushedModel(candidate=model, push_destination=place.push_to()).with_id(RESOLVER)
     channels = {baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
                 baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
     if place.on_cluster:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 
 from pydantic import ValidationError
 
@@ -18,7 +19,7 @@ from tfxd.pipeline.spec.errors import Located, Problems, SpecError
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.locate import locate_all
 from tfxd.pipeline.spec.placement import Placement
-from tfxd.pipeline.spec.targets import TARGETS
+from tfxd.pipeline.spec.targets import KFP_PIPELINE_NAME, TARGETS
 
 
 def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | None = None,
@@ -73,6 +74,9 @@ def _check_kubeflow(spec: Spec, problems: Problems) -> None:
     """What the Kubeflow target cannot honour, refused rather than dropped."""
     kubeflow = spec.targets.kubeflow
     assert kubeflow is not None
+    if not re.match(KFP_PIPELINE_NAME, spec.name):
+        problems.add(("name",), f"Kubeflow Pipelines takes a pipeline name that starts and ends with a letter or "
+                     f"digit, and {spec.name!r} does not", "drop the trailing '-' from name")
     if spec.training.strategy in ("multi_worker_mirrored", "parameter_server"):
         problems.add(("training", "strategy"), f"{spec.training.strategy} needs several Trainer processes, and "
                      "multi-worker training on Kubeflow (a TFJob through the Training Operator) is not built in "

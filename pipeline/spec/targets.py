@@ -53,6 +53,11 @@ class Resources(Section):
     gpu: int | None = Field(None, ge=0)
 
 
+# A pipeline name the open-source KFP API server takes (backend/src/apiserver/template/v2_template.go:
+# "lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character")
+KFP_PIPELINE_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+
+
 class KubeflowTarget(Section):
     image: str = Field(min_length=1, description="the pipeline image, built from kubeflow/Dockerfile")
     host: str | None = Field(None, pattern=r"^https?://", description="the KFP API endpoint")

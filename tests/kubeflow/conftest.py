@@ -6,13 +6,13 @@
 - `fake_kfp`: a FakeKfp on 127.0.0.1 (its `.url` is the `host` to pass).
 - `credentials`: anonymous Google credentials (aiplatform asks for some before any call).
 - `make_spec(*sets)`: the spec below with `--set`-style overrides, as pipeline.spec.Spec.
-- `make_compiled(target, variant="a")`: a small valid compiled file for a target; another variant
-  gives other bytes (a changed pipeline). Swap its body for tfxd's compiler once it lands.
+- `make_compiled(target, variant="a")`: the demo spec compiled by tfxd for a target; another variant
+  is another pipeline (other bytes).
+- `compiled`: the three examples compiled by tfxd for both targets, once per test session.
 """
 
 from __future__ import annotations
 
-import json
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import BASE_SPEC
+from tests.conftest import BASE_SPEC, REPO
 from tests.kubeflow.fake_kfp import FakeKfp
 from tests.kubeflow.fake_vertex import PROJECT_NUMBER, FakeVertex
+from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd.kubeflow.submit import vertex_sdk
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.load import load_spec
@@ -98,43 +99,61 @@ def make_spec(tmp_path: Path) -> Callable[..., Spec]:
     return make
 
 
-def compile_kfp_package(path: Path, variant: str = "a") -> Path:
-    """A tiny but valid KFP v2 PipelineSpec YAML, compiled by kfp itself."""
-    from kfp import compiler, dsl
-
-    # No annotations on these two: with `from __future__ import annotations` kfp would see strings.
-    @dsl.container_component
-    def say():
-        return dsl.ContainerSpec(image="alpine:3.19", command=["echo", f"variant {variant}"])
-
-    @dsl.pipeline(name="demo")
-    def demo():
-        say()
-
-    compiler.Compiler().compile(demo, str(path))
-    return path
+# the two compiled pipelines tests submit and schedule: "b" is another pipeline (its default length)
+VARIANTS = {"a": (), "b": ("training.steps=20",)}
 
 
-def vertex_job_file(path: Path, package: Path, root: str = "gs://demo-bucket/pipelines/demo/pipeline") -> Path:
-    """A PipelineJob JSON around a compiled PipelineSpec, the shape `tfxd compile --target vertex` writes
-    (its root is <targets.vertex.root>/<name>/pipeline, as pipeline.placement puts it)."""
-    import yaml
+@pytest.fixture(scope="session")
+def _compiled_demo(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """The demo spec compiled by tfxd for both targets, each variant, once per session."""
+    from tfxd.kubeflow.compile import compile_to
 
-    pipeline_spec = yaml.safe_load(package.read_text(encoding="utf-8"))
-    job = {"displayName": "demo", "pipelineSpec": pipeline_spec,
-           "runtimeConfig": {"gcsOutputDirectory": root, "parameterValues": {}},
-           "labels": {"compiled-by": "tests"}}
-    path.write_text(json.dumps(job, indent=2), encoding="utf-8")
-    return path
+    folder = tmp_path_factory.mktemp("demo-compiled")
+    (folder / "data.csv").write_text("x,city,target\n1.0,a,1\n2.0,b,0\n", encoding="utf-8")
+    (folder / "demo.yaml").write_text(SPEC_TEXT, encoding="utf-8")
+    files = {}
+    for variant, sets in VARIANTS.items():
+        for target, ext in (("kubeflow", "yaml"), ("vertex", "json")):
+            loaded = load_spec(str(folder / "demo.yaml"), (*sets, "targets.kubeflow.root=gs://demo-bucket/kfp"),
+                               target=target)
+            files[(target, variant)] = Path(compile_to(loaded, target, str(folder / f"demo-{variant}.{ext}")))
+    return files
 
 
 @pytest.fixture
-def make_compiled(tmp_path: Path) -> Callable[..., Path]:
+def make_compiled(tmp_path: Path, _compiled_demo: dict[tuple[str, str], Path]) -> Callable[..., Path]:
     def make(target: str, variant: str = "a") -> Path:
-        """target: kubeflow (PipelineSpec YAML) or vertex (PipelineJob JSON)."""
-        package = compile_kfp_package(tmp_path / f"demo-{variant}.yaml", variant)
-        if target == "kubeflow":
-            return package
-        return vertex_job_file(tmp_path / f"demo-{variant}.json", package)
+        """target: kubeflow (PipelineSpec YAML) or vertex (PipelineJob JSON), as tfxd compiles the demo
+        spec; another variant is another pipeline (other bytes)."""
+        source = _compiled_demo[(target, variant)]
+        copy = tmp_path / source.name
+        copy.write_bytes(source.read_bytes())
+        return copy
 
     return make
+
+
+EXAMPLES = ("taxi", "penguin", "digits")
+
+
+@pytest.fixture(scope="session")
+def compiled(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Every example compiled for both targets into a folder that holds nothing else: taxi through the
+    CLI, the others in-process (the same function the CLI calls; one TensorFlow import)."""
+    from tfxd.kubeflow.compile import compile_to
+    from tfxd.pipeline.spec.load import load_spec
+
+    out = tmp_path_factory.mktemp("compiled")
+    files = {}
+    for example in EXAMPLES:
+        for target, ext in (("kubeflow", "yaml"), ("vertex", "json")):
+            path = out / f"{example}.{ext}"
+            spec = str(REPO / "examples" / f"{example}.yaml")
+            if example == "taxi":
+                result = tfxd("compile", spec, "--target", target, "-o", str(path), cwd=out)
+                assert result.returncode == 0, result.stdout + result.stderr
+                assert result.stderr == ""  # no warnings or library chatter
+            else:
+                compile_to(load_spec(spec, target=target), target, str(path))
+            files[(example, target)] = path
+    return files

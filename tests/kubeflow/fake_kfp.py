@@ -1,6 +1,11 @@
 """A fake Kubeflow Pipelines API server (v2beta1 REST), the subset `kfp.Client` 2.5 uses for runs,
 experiments and recurring runs. Paths and snake_case bodies are those of `kfp_server_api` 2.0.5
 (`kfp_server_api/api/*_service_api.py`, `models/v2beta1_*.py`).
+
+It refuses what the real server refuses (400, with the server's words), so a test cannot pass on a
+request the service would reject: a body with a field its API type does not have (grpc-gateway's
+protojson), a pipeline spec the backend refuses or cannot run (kfp_rules.backend_problems), a
+recurring run's max concurrency outside 1-10 or a cron robfig/cron cannot parse.
 """
 
 from __future__ import annotations
@@ -12,7 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import kfp_server_api.models
+
 from tests.kubeflow.fake_http import FakeServer
+from tests.kubeflow.kfp_rules import backend_problems, cron_problem
 
 _API = "/apis/v2beta1"
 _TIME = "2030-01-01T03:00:00Z"
@@ -27,6 +35,29 @@ def _matches(item: dict[str, Any], raw_filter: str | None) -> bool:
         if predicate.get("operation") in (1, "EQUALS") and item.get(predicate["key"]) != value:
             return False
     return True
+
+
+def unknown_fields(value: Any, type_name: str, path: str) -> list[str]:
+    """The fields of ``value`` that the kfp_server_api model ``type_name`` does not have, recursively."""
+    if type_name.startswith("list[") and isinstance(value, list):
+        return [p for i, item in enumerate(value) for p in unknown_fields(item, type_name[5:-1], f"{path}[{i}]")]
+    model = getattr(kfp_server_api.models, type_name, None)
+    if model is None or not getattr(model, "openapi_types", None):  # str, object, dict(str, object), enums
+        return []
+    if not isinstance(value, dict):
+        return [f"{path}: expected an object"]
+    fields = {json_key: attribute for attribute, json_key in model.attribute_map.items()}
+    problems = []
+    for key, item in value.items():
+        if key not in fields:
+            problems.append(f'{path}: unknown field "{key}"')
+        else:
+            problems += unknown_fields(item, model.openapi_types[fields[key]], f"{path}.{key}")
+    return problems
+
+
+def _invalid(message: str) -> tuple[int, Any]:
+    return 400, {"error": message, "code": 3, "message": message, "details": []}
 
 
 @dataclass(repr=False)  # the default repr would print every request in tracebacks
@@ -65,7 +96,20 @@ class FakeKfp(FakeServer):
         found = [e for e in self.experiments.values() if _matches(e, query.get("filter"))]
         return 200, {"experiments": found, "total_size": len(found)} if found else {}
 
+    def _refused(self, body: Any, type_name: str) -> tuple[int, Any] | None:
+        """The 400 the server answers ``body`` with, or None when it takes it."""
+        problems = unknown_fields(body, type_name, type_name)
+        if problems:
+            return _invalid(f"Invalid input error: failed to parse the request body: {'; '.join(problems)}")
+        if isinstance(body.get("pipeline_spec"), dict):
+            problems = backend_problems(body["pipeline_spec"])
+            if problems:
+                return _invalid(f"Invalid input error: invalid v2 pipeline spec: {'; '.join(problems)}")
+        return None
+
     def _create_experiment(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if refused := self._refused(body, "V2beta1Experiment"):
+            return refused
         experiment_id = self._new_id("experiment")
         experiment = {**body, "experiment_id": experiment_id, "created_at": _TIME, "storage_state": "AVAILABLE"}
         self.experiments[experiment_id] = experiment
@@ -82,6 +126,8 @@ class FakeKfp(FakeServer):
         return view
 
     def _create_run(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if refused := self._refused(body, "V2beta1Run"):
+            return refused
         run_id = self._new_id("run")
         run = {**copy.deepcopy(body), "run_id": run_id, "created_at": _TIME, "_polls": 0}
         self.runs[run_id] = run
@@ -104,6 +150,16 @@ class FakeKfp(FakeServer):
         return recurring_run
 
     def _create_recurring_run(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if refused := self._refused(body, "V2beta1RecurringRun"):
+            return refused
+        concurrency = int(body.get("max_concurrency") or 0)
+        if not 1 <= concurrency <= 10:
+            return _invalid("Invalid input error: Max concurrency of a recurring run must be at least 1 and at "
+                            f"most 10. Received {concurrency}")
+        cron = ((body.get("trigger") or {}).get("cron_schedule") or {}).get("cron")
+        if cron is not None and (problem := cron_problem(cron)):
+            return _invalid("Invalid input error: Schedule cron is not a supported format"
+                            f"(https://godoc.org/github.com/robfig/cron). Error: {problem}")
         return 200, self.add_recurring_run(body)
 
     def _list_recurring_runs(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:

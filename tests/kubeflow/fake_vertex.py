@@ -6,6 +6,11 @@ project's, which it asks Resource Manager over gRPC; the fixture answers that wi
 Paths and bodies are those of the generated REST transports
 (`aiplatform_v1/services/{pipeline,schedule}_service/transports/rest_base.py`): camelCase JSON,
 enums sent as integers (`$alt=json;enum-encoding=int`), answered here by name (the SDK parses both).
+
+It refuses what the service refuses (400 INVALID_ARGUMENT or FAILED_PRECONDITION, Google's error
+shape): a body that does not parse strictly into aiplatform_v1's PipelineJob or Schedule (unknown
+fields included), an update mask naming no Schedule field, a cron that is not `TZ=<zone> <5 fields>`
+or plain five fields, pausing a schedule that is not active and resuming one that is not paused.
 """
 
 from __future__ import annotations
@@ -16,7 +21,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from google.cloud.aiplatform_v1.types import PipelineJob, Schedule
+from google.protobuf import json_format
+
 from tests.kubeflow.fake_http import FakeServer
+from tfxd.pipeline.spec.cron import cron_problem, timezone_problem
 
 _PARENT = r"/v1/(?P<parent>projects/[^/]+/locations/[^/]+)"
 _TIME = "2030-01-01T03:00:00Z"
@@ -26,6 +35,26 @@ PROJECT_NUMBER = "123456789012"  # every bucket belongs to it; see the fake_vert
 def _camel(name: str) -> str:
     head, *rest = name.split("_")
     return head + "".join(part.title() for part in rest)
+
+
+def _error(code: int, status: str, message: str) -> tuple[int, Any]:
+    return code, {"error": {"code": code, "message": message, "status": status}}
+
+
+def _parse_problem(body: Any, message_type: Any) -> str | None:
+    """Why ``body`` does not parse into the API type (as the service's JSON parser refuses it), or None."""
+    try:
+        json_format.ParseDict(body, message_type.pb(message_type()))
+    except (json_format.ParseError, TypeError) as exc:
+        return f"Invalid JSON payload received. {exc}"
+    return None
+
+
+def _cron_problem(cron: str) -> str | None:
+    zone, _, fields = cron.partition(" ") if cron.startswith(("TZ=", "CRON_TZ=")) else ("", "", cron)
+    if zone and (problem := timezone_problem(zone.partition("=")[2])):
+        return f"Invalid time zone in cron: {problem}"
+    return cron_problem(fields)
 
 
 @dataclass(repr=False)  # the default repr would print every request in tracebacks
@@ -72,6 +101,8 @@ class FakeVertex(FakeServer):
         return view
 
     def _create_job(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if problem := _parse_problem(body, PipelineJob):
+            return _error(400, "INVALID_ARGUMENT", problem)
         job_id = query.get("pipelineJobId") or f"job-{next(self._ids)}"
         name = f"{match['parent']}/pipelineJobs/{job_id}"
         job = {**copy.deepcopy(body), "name": name, "createTime": _TIME, "_polls": 0}
@@ -94,6 +125,8 @@ class FakeVertex(FakeServer):
         return schedule
 
     def _create_schedule(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        if problem := _parse_problem(body, Schedule) or _cron_problem(body.get("cron", "")):
+            return _error(400, "INVALID_ARGUMENT", problem)
         return 200, self.add_schedule(match["parent"], body)
 
     def _list_schedules(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
@@ -110,7 +143,16 @@ class FakeVertex(FakeServer):
 
     def _update_schedule(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
         schedule = self._schedule(match)
-        for path in filter(None, query.get("updateMask", "").split(",")):
+        paths = [path for path in query.get("updateMask", "").split(",") if path]
+        fields = set(Schedule.pb(Schedule()).DESCRIPTOR.fields_by_name)
+        # a FieldMask's paths, in its JSON form camelCase, name fields of the Schedule
+        unknown = [path for path in paths if re.sub(r"([A-Z])", r"_\1", path.split(".")[0]).lower() not in fields]
+        problem = (_parse_problem(body, Schedule) or (f"Invalid update mask paths: {unknown}" if unknown else None)
+                   or ("an update mask is required" if not paths else None)
+                   or (_cron_problem(body["cron"]) if "cron" in body else None))
+        if problem:
+            return _error(400, "INVALID_ARGUMENT", problem)
+        for path in paths:
             key = _camel(path)
             if key in body:
                 schedule[key] = body[key]
@@ -120,11 +162,17 @@ class FakeVertex(FakeServer):
         return 200, schedule
 
     def _pause(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
-        self._schedule(match)["state"] = "PAUSED"
-        return 200, {}
+        return self._transition(match, "ACTIVE", "PAUSED")
 
     def _resume(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
-        self._schedule(match)["state"] = "ACTIVE"
+        return self._transition(match, "PAUSED", "ACTIVE")
+
+    def _transition(self, match: re.Match[str], source: str, target: str) -> tuple[int, Any]:
+        schedule = self._schedule(match)
+        if schedule["state"] != source:
+            return _error(400, "FAILED_PRECONDITION", f"Schedule {schedule['name']} is {schedule['state']}, not "
+                          f"{source}, so it cannot become {target}.")
+        schedule["state"] = target
         return 200, {}
 
     def _delete_schedule(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:

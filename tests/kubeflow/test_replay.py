@@ -1,14 +1,17 @@
 """`tfxd replay` (kubeflow.replay): a compiled file executed here task by task.
 
-- The compiled taxi example (Vertex JSON) replays to a trained, evaluated, blessed and pushed model that
-  answers raw tf.Examples; the Evaluator's accuracy meets the bar `tfxd run` meets.
-- The kubeflow YAML replays too, with train_args overridden (the Trainer ran 100 steps), and under the
-  same root its resolvers find the first replay's blessed model as the Evaluator's baseline.
+- The compiled taxi example (Vertex JSON, as Vertex runs it: TFX's driver and resolvers) replays to a
+  trained, evaluated, blessed and pushed model that answers raw tf.Examples; the Evaluator's accuracy
+  meets the bar `tfxd run` meets.
+- The Kubeflow YAML replays as the open-source backend runs it (no driver hook, no resolver: a task
+  finds the baseline), with train_args overridden (the Trainer ran 100 steps), blessed and pushed; a
+  second Kubeflow replay under the same root takes the first one's pushed model as its baseline.
+- Penguin and digits, compiled for Kubeflow, replay to a pushed model too.
 - A failing task stops the replay, naming the task, its exit code and its log.
 - Without TensorFlow: ordering, the launcher's placeholders and executor input, parameters, bucket and
   project mapping, importers and resolver filters, on tiny hand-written PipelineSpecs.
 
-Two full taxi replays (module-scoped, ~2-3 minutes each on 2 cores) and one that fails at ExampleGen.
+Three full taxi replays (module-scoped, ~1.5-2 minutes each on 2 cores) and one that fails at ExampleGen.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
 from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
 RESOLVERS = ("latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver")
+BASELINE_TASK = "latest_blessed_model_resolver"  # on Kubeflow a container task (components/baseline)
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
               "Pusher")
 
@@ -81,6 +85,13 @@ def second(taxi, first) -> dict:
     summary = json.loads((runs[-1] / "summary.json").read_text())
     assert f"replay {summary['run_id']} of taxi-tips" in result.stdout
     return summary
+
+
+@pytest.fixture(scope="module")
+def third(taxi, second) -> dict:
+    """The KFP YAML replayed once more under the same root (100 steps), in process."""
+    return runner.replay(str(taxi["kubeflow"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
+                         parameters={"train_args": '{"numSteps": 100}'})
 
 
 def _task(summary: dict, name: str) -> dict:
@@ -164,38 +175,47 @@ def test_evaluator_accuracy_matches_the_local_run(first):
     assert TAXI_ACCURACY_FLOOR <= values["binary_accuracy"] <= 1.0, values
 
 
-def test_kubeflow_yaml_replays_with_overridden_train_args(taxi, second):
+def test_kubeflow_yaml_replays_as_the_open_source_backend_runs_it(taxi, second):
     assert second["format"] == "kubeflow" and second["status"] == "ok"
     assert second["parameters"]["train_args"] == '{"numSteps": 100}'
     assert second["parameters"]["eval_args"] == '{"numSteps": 150}'  # the file's default
-    assert {task["status"] for task in second["tasks"]} == {"ran", "resolved"}
+    assert {task["name"]: task["status"] for task in second["tasks"]} == {
+        **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
     report = json.loads((Path(second["artifacts"]["Trainer.model"]) / "tfxd_training.json").read_text())
     assert report["steps_per_epoch"] * report["epochs"] == 100
     assert len(report["history"]) == report["epochs"]
-    # the kubeflow target's bucket, mapped too
-    if second["pushed"]:
-        assert Path(second["pushed_destination"]).parent == (
-            taxi["root"] / "bucket" / "my-bucket" / "tfxd" / "taxi-tips" / "serving")
-    else:
-        assert second["blessed"] is False and second["pushed_destination"] is None
+    # no driver ran: ExampleGen's executor resolved the span and the input's fingerprint itself
+    run_dir = Path(second["run_dir"])
+    assert not (run_dir / "ExampleGen" / "pre_cache_check_output.json").exists()
+    examples = json.loads((run_dir / "ExampleGen" / "executor_output.json").read_text())
+    metadata = examples["artifacts"]["examples"]["artifacts"][0]["metadata"]
+    assert metadata["span"] == 0 and metadata["input_fingerprint"].startswith("split:single_split,num_files:1,")
+    # the Vertex replay pushed elsewhere (its target's bucket): this first Kubeflow model has no baseline
+    assert not os.listdir(second["artifacts"][f"{BASELINE_TASK}.model"])
+    assert second["baseline"] is None
+    assert second["blessed"] is True and second["pushed"] is True
+    assert Path(second["pushed_destination"]).parent == (
+        taxi["root"] / "bucket" / "my-bucket" / "tfxd" / "taxi-tips" / "serving")
 
 
-def test_second_replay_compares_with_the_first_blessed_model(first, second):
-    summary, _ = first
-    assert second["run_id"] != summary["run_id"]
-    blessing_resolver, model_resolver = (_task(second, name) for name in RESOLVERS)
-    assert blessing_resolver["outputs"] == {"model_blessing": [summary["artifacts"]["Evaluator.blessing"]]}
-    assert model_resolver["outputs"] == {"model": [summary["artifacts"]["Trainer.model"]]}
-    assert second["baseline"] == summary["artifacts"]["Trainer.model"]
-    assert second["model"] == second["artifacts"]["Trainer.model"] != summary["artifacts"]["Trainer.model"]
+def test_a_second_kubeflow_replay_takes_the_first_pushed_model_as_baseline(second, third):
+    assert third["run_id"] != second["run_id"] and third["status"] == "ok"
+    baseline = Path(third["artifacts"][f"{BASELINE_TASK}.model"])
+    output = json.loads((Path(third["run_dir"]) / BASELINE_TASK / "executor_output.json").read_text())
+    source = output["artifacts"]["model"]["artifacts"][0]["metadata"]["tfxd_baseline_source"]
+    assert source == second["pushed_destination"]  # the newest model pushed, not this run's candidate
+    assert (baseline / "Format-Serving" / "saved_model.pb").read_bytes() == (
+        Path(second["pushed_destination"]) / "saved_model.pb").read_bytes()
+    assert third["baseline"] == str(baseline) and third["model"] == third["artifacts"]["Trainer.model"]
     evaluator_input = json.loads(
-        (Path(second["run_dir"]) / "Evaluator" / "executor_input.json").read_text())["inputs"]["artifacts"]
-    (baseline,) = evaluator_input["baseline_model"]["artifacts"]
-    assert baseline["uri"] == summary["artifacts"]["Trainer.model"]
-    assert baseline["name"] == f"tfxd-replay/taxi-tips/{summary['run_id']}/Trainer/model"
-    blessing = json.loads((Path(second["run_dir"]) / "Evaluator" / "executor_output.json").read_text())
-    metadata = blessing["artifacts"]["blessing"]["artifacts"][0]["metadata"]
-    assert metadata["baseline_model_id"] == baseline["name"]  # TFX mapped the id back to the name
+        (Path(third["run_dir"]) / "Evaluator" / "executor_input.json").read_text())["inputs"]["artifacts"]
+    assert [a["uri"] for a in evaluator_input["baseline_model"]["artifacts"]] == [str(baseline)]
+    # the Evaluator compared the two models: the metrics hold their differences (the max_drop threshold's)
+    import tensorflow_model_analysis as tfma
+
+    diffs = {kv.key.name for record in tfma.load_metrics(third["evaluation"])
+             for kv in record.metric_keys_and_values if kv.key.is_diff}
+    assert "binary_accuracy" in diffs
 
 
 @pytest.mark.parametrize(("example", "pipeline"), [("penguin", "penguin-species"), ("digits", "digits-cnn")])
@@ -211,7 +231,7 @@ def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, 
     summary = runner.replay(compiled, project_dir=str(project), root=str(project / "replays"))
     assert summary["pipeline"] == pipeline and summary["status"] == "ok"
     assert {task["name"]: task["status"] for task in summary["tasks"]} == {
-        **dict.fromkeys(CONTAINERS, "ran"), **dict.fromkeys(RESOLVERS, "resolved")}
+        **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
     assert summary["blessed"] is True and summary["pushed"] is True
     assert summary["pushed_destination_on_cluster"].startswith(f"gs://my-bucket/tfxd/{pipeline}/serving/")
     assert os.path.isdir(summary["pushed_destination"])
@@ -339,9 +359,18 @@ def _pipeline_spec(echo: str) -> dict:
     }
 
 
+def _without_resolver(spec: dict) -> dict:
+    """The pipeline as a Kubeflow file has it: the open-source backend runs no resolver."""
+    spec = json.loads(json.dumps(spec))
+    del spec["root"]["dag"]["tasks"]["latest"], spec["components"]["latest"]
+    del spec["deploymentSpec"]["executors"]["latest_executor"]
+    return spec
+
+
 @pytest.fixture
 def tiny(tmp_path) -> dict[str, Path]:
-    """A tiny PipelineSpec (YAML) and its Vertex job (JSON), whose containers are ECHO."""
+    """A tiny KFP PipelineSpec (YAML, no resolver) and a Vertex job (JSON, with a resolver) of the same
+    pipeline, whose containers are ECHO."""
     import yaml
 
     project = tmp_path / "project"
@@ -349,7 +378,7 @@ def tiny(tmp_path) -> dict[str, Path]:
     echo = project / "echo.py"
     echo.write_text(ECHO)
     spec = _pipeline_spec(f"{IMAGE_PROJECT_DIR}/echo.py")
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(spec))
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(_without_resolver(spec)))
     job = {"pipelineSpec": spec, "runtimeConfig": {"gcsOutputDirectory": "gs://bucket-a/root",
                                                    "parameters": {"steps": {"intValue": "7"}}}}
     (tmp_path / "tiny.json").write_text(json.dumps(job))
@@ -404,20 +433,45 @@ def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
     assert (Path(summary["logs"]) / "make.log").is_file() and (Path(summary["logs"]) / "use.log").is_file()
 
 
-def test_tiny_yaml_defaults_and_resolver_history(tiny, monkeypatch):
-    monkeypatch.setenv("SCORE", "2")
+def test_tiny_yaml_defaults_and_importer_history(tiny):
     one = runner.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
     assert one["format"] == "kubeflow" and one["parameters"] == {"steps": 5, "label": "x"}
-    monkeypatch.setenv("SCORE", "1")  # the second run's model does not match the resolver's filter
     two = runner.replay(str(tiny["yaml"]), project_dir=str(tiny["project"]), root=str(tiny["root"]),
-                    parameters={"steps": "9"})
+                        parameters={"steps": "9"})
     assert two["parameters"]["steps"] == 9
-    assert _task(two, "latest")["outputs"] == {"model": [one["artifacts"]["use.data"]]}
     # the importer does not reimport an artifact it already has
     assert _task(two, "bring")["outputs"] == _task(one, "bring")["outputs"]
     index = json.loads((tiny["root"] / artifacts.INDEX_FILE).read_text())["artifacts"]
     assert [record["order"] for record in index] == list(range(1, len(index) + 1))
     assert len({record["name"] for record in index}) == len(index) == 5  # schema once, two runs x (make, use)
+
+
+def test_tiny_json_resolver_history(tiny, monkeypatch):
+    monkeypatch.setenv("SCORE", "2")
+    one = runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
+    monkeypatch.setenv("SCORE", "1")  # the second run's model does not match the resolver's filter
+    two = runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]))
+    assert _task(two, "latest")["outputs"] == {"model": [one["artifacts"]["use.data"]]}
+
+
+def test_a_kubeflow_file_with_a_resolver_or_a_hook_is_replayed_as_the_open_source_backend_would(tiny, tmp_path):
+    import yaml
+
+    spec = _pipeline_spec(f"{IMAGE_PROJECT_DIR}/echo.py")
+    with_resolver = tmp_path / "with-resolver.yaml"
+    with_resolver.write_text(yaml.safe_dump(spec))
+    with pytest.raises(ir.ReplayError, match="task latest is a resolver, and the open-source Kubeflow Pipelines "
+                                             "backend runs container and importer executors only"):
+        runner.replay(str(with_resolver), project_dir=str(tiny["project"]), root=str(tmp_path / "root"))
+    hooked = _without_resolver(spec)
+    container = hooked["deploymentSpec"]["executors"]["make_executor"]["container"]
+    container["lifecycle"] = {"preCacheCheck": {"command": ["false"], "args": []}}  # would fail if it ran
+    path = tmp_path / "hooked.yaml"
+    path.write_text(yaml.safe_dump(hooked))
+    summary = runner.replay(str(path), project_dir=str(tiny["project"]), root=str(tmp_path / "root"))
+    assert summary["status"] == "ok" and [task["status"] for task in summary["tasks"]] == ["imported", "ran", "ran"]
+    assert summary["notes"] == ["make: its preCacheCheck hook was not run, as the open-source Kubeflow "
+                                "Pipelines backend does not run it"]
 
 
 def test_tiny_failing_task_names_task_exit_code_and_log(tiny, monkeypatch):
@@ -439,16 +493,18 @@ def test_refusals(tiny, tmp_path):
         runner.replay(str(tiny["yaml"]), parameters={"stpes": "1"}, **kwargs)
     with pytest.raises(ir.ReplayError, match="pipeline parameter steps: 'many' is not a valid int"):
         runner.replay(str(tiny["yaml"]), parameters={"steps": "many"}, **kwargs)
-    spec["deploymentSpec"]["executors"]["latest_executor"]["resolver"]["outputArtifactQueries"]["model"][
-        "filter"] = 'schema_title="tfx.Model" AND create_time>"2024-01-01"'
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump(spec))
+    job = json.loads(tiny["json"].read_text())  # resolvers run on Vertex
+    job["pipelineSpec"]["deploymentSpec"]["executors"]["latest_executor"]["resolver"]["outputArtifactQueries"][
+        "model"]["filter"] = 'schema_title="tfx.Model" AND create_time>"2024-01-01"'
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(job))
     with pytest.raises(ir.ReplayError, match="does not support the clause 'create_time>\"2024-01-01\"'"):
         runner.replay(str(bad), **kwargs)
-    spec["root"]["dag"]["tasks"]["make"]["dependentTasks"] = ["latest"]
-    bad.write_text(yaml.safe_dump(spec))
+    spec["root"]["dag"]["tasks"]["make"]["dependentTasks"] = ["use"]
+    cycle = tmp_path / "cycle.yaml"
+    cycle.write_text(yaml.safe_dump(spec))
     with pytest.raises(ir.ReplayError, match="cycle"):
-        runner.replay(str(bad), **kwargs)
+        runner.replay(str(cycle), **kwargs)
     not_compiled = tmp_path / "spec.yaml"
     not_compiled.write_text("tfxd: 1\nname: x\n")
     with pytest.raises(ir.ReplayError, match="is not a compiled pipeline"):

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
+from tests.kubeflow.kfp_rules import same_pipeline_spec
 from tfxd.kubeflow import schedules
 from tfxd.kubeflow.schedules import ScheduleError, kfp_cron
 from tfxd.kubeflow.submit import compiled_hash, spec_hash
@@ -204,7 +207,7 @@ def test_kfp_first_apply_creates_with_a_six_field_cron(fake_kfp, kfp, make_spec,
     assert body["mode"] == "ENABLE"
     assert body["no_catchup"] is True
     assert body["experiment_id"] == next(iter(fake_kfp.experiments))
-    assert body["pipeline_spec"] == yaml.safe_load(path.read_text())
+    assert same_pipeline_spec(body["pipeline_spec"], yaml.safe_load(path.read_text()))
     assert body["description"].endswith(f"[tfxd-spec={spec_hash(spec)} tfxd-compiled={compiled_hash(str(path))}]")
     assert "pipeline_root" not in body["runtime_config"]
 
@@ -296,3 +299,14 @@ def test_kfp_refuses_a_time_zone(fake_kfp, kfp, make_spec, make_compiled):
 ])
 def test_kfp_cron_has_a_seconds_field(cron, expected):
     assert kfp_cron(Schedule(cron=cron)) == expected
+
+
+def test_kfp_refuses_what_robfig_cron_cannot_parse_and_too_much_concurrency(fake_kfp):
+    base = {"display_name": "x", "mode": "ENABLE"}
+    status, answer = fake_kfp.dispatch("POST", "/apis/v2beta1/recurringruns", json.dumps(
+        {**base, "max_concurrency": "2", "trigger": {"cron_schedule": {"cron": "0 0 3 * * 7"}}}).encode())
+    assert status == 400 and "Schedule cron is not a supported format" in answer["message"]
+    status, answer = fake_kfp.dispatch("POST", "/apis/v2beta1/recurringruns", json.dumps(
+        {**base, "max_concurrency": "11", "trigger": {"cron_schedule": {"cron": "0 0 3 * * 0"}}}).encode())
+    assert status == 400 and "at most 10. Received 11" in answer["message"]
+    assert fake_kfp.recurring_runs == {}

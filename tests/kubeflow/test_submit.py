@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from tests.kubeflow.kfp_rules import same_pipeline_spec
 from tfxd.kubeflow.submit import (
     RunFailed,
     compiled_hash,
@@ -55,13 +56,18 @@ def test_vertex_submit_sends_the_compiled_job_with_labels(fake_vertex, make_spec
     assert request.path == "/v1/projects/demo-project/locations/europe-west4/pipelineJobs"
     body = request.body
     assert body["displayName"] == "demo"
+    file_labels = json.loads(path.read_text())["labels"]  # TFX's own (tfx_version, tfx_runner...)
+    assert file_labels["tfx_runner"] == "kubeflow_v2"
     assert body["labels"] == {"tfxd-spec": spec_hash(spec), "tfxd-compiled": compiled_hash(str(path)),
-                              "tfxd-pipeline": "demo", "compiled-by": "tests"}
+                              "tfxd-pipeline": "demo", **file_labels}
     assert body["serviceAccount"] == "runner@demo-project.iam.gserviceaccount.com"
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://demo-bucket/pipelines/demo/pipeline"
     compiled = json.loads(path.read_text())
+    tasks = body["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert {task["cachingOptions"]["enableCache"] for task in tasks.values()} == {True}  # the SDK's caching on
+    for task in [*tasks.values(), *compiled["pipelineSpec"]["root"]["dag"]["tasks"].values()]:
+        task.pop("cachingOptions", None)
     assert body["pipelineSpec"] == compiled["pipelineSpec"]
-    assert body["pipelineSpec"]["root"]["dag"]["tasks"]["say"]["cachingOptions"] == {"enableCache": True}
     job_id = request.query["pipelineJobId"]
     assert job_id.startswith("demo-")
 
@@ -158,7 +164,9 @@ def test_kubeflow_submit_creates_a_run_of_the_package(fake_kfp, make_spec, make_
     [experiment] = fake_kfp.calls("POST", "/experiments")
     assert experiment.body["display_name"] == "demo"
     [request] = fake_kfp.calls("POST", "/runs")
-    assert request.body["pipeline_spec"] == yaml.safe_load(path.read_text())
+    assert same_pipeline_spec(request.body["pipeline_spec"], yaml.safe_load(path.read_text()))
+    caching = request.body["pipeline_spec"]["root"]["dag"]["tasks"]["ExampleGen"]["cachingOptions"]
+    assert not caching.get("enableCache")  # ExampleGen still never cached: kfp.Client left it as compiled
     assert request.body["experiment_id"] == next(iter(fake_kfp.experiments))
     assert request.body["display_name"].startswith("demo ")
     [run_id] = fake_kfp.runs
@@ -201,3 +209,37 @@ def test_kubeflow_failed_run_raises_with_its_message(fake_kfp, make_spec, make_c
         submit_kubeflow(make_spec(), str(make_compiled("kubeflow")), host=fake_kfp.url, wait=True, **FAST)
     assert info.value.state == "FAILED"
     assert info.value.url == f"{fake_kfp.url}/#/runs/details/{info.value.name}"
+
+
+# ---------------------------------------------------------------------------- the fakes refuse what the services refuse
+
+
+def test_kfp_refuses_a_pipeline_spec_the_backend_would_not_run(fake_kfp, make_spec, make_compiled, tmp_path):
+    """tfxd's Vertex file (schema 2.0.0, resolvers, a driver hook) sent as a KFP package."""
+    vertex = json.loads(make_compiled("vertex").read_text())["pipelineSpec"]
+    package = tmp_path / "not-for-kfp.yaml"
+    package.write_text(yaml.safe_dump(vertex))
+    with pytest.raises(Exception, match="invalid v2 pipeline spec: schemaVersion '2.0.0' is not 2.1.0") as caught:
+        submit_kubeflow(make_spec(), str(package), host=fake_kfp.url)
+    assert "neither a container nor an importer" in str(caught.value)
+    assert fake_kfp.runs == {}
+
+
+def test_kfp_refuses_an_unknown_field(fake_kfp):
+    status, answer = fake_kfp.dispatch("POST", "/apis/v2beta1/runs", json.dumps(
+        {"display_name": "x", "runtime_config": {"pipeline_root": "gs://b", "root": "gs://b"}}).encode())
+    assert status == 400 and 'V2beta1Run.runtime_config: unknown field "root"' in answer["message"]
+
+
+def test_vertex_refuses_an_unknown_field_and_a_bad_transition(fake_vertex):
+    parent = "/v1/projects/p/locations/us-central1"
+    status, answer = fake_vertex.dispatch("POST", parent + "/pipelineJobs", json.dumps(
+        {"displayName": "x", "pipelineRoot": "gs://b"}).encode())
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT"
+    assert "pipelineRoot" in answer["error"]["message"]
+    schedule = fake_vertex.add_schedule(parent[4:], {"displayName": "x", "cron": "TZ=UTC 0 3 * * *"})
+    status, answer = fake_vertex.dispatch("POST", f"/v1/{schedule['name']}:resume", b"")
+    assert status == 400 and answer["error"]["status"] == "FAILED_PRECONDITION"
+    status, answer = fake_vertex.dispatch("POST", parent + "/schedules", json.dumps(
+        {"displayName": "y", "cron": "TZ=Mars/Olympus 0 3 * * *"}).encode())
+    assert status == 400 and "time zone" in answer["error"]["message"]

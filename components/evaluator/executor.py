@@ -1,0 +1,35 @@
+"""Evaluator executor: TFX's, with an empty baseline taken for no baseline.
+
+A resolver hands the Evaluator no baseline when there is none; a task that finds the baseline (the
+open-source Kubeflow backend runs tasks, not resolvers: components/baseline) always hands over a model
+artifact, empty when there is none. Given an empty one, TFX's Evaluator would try to load a model from
+it; this executor leaves it out, so the first model is judged by its absolute thresholds alone, as it
+is locally and on Vertex.
+"""
+
+from __future__ import annotations
+
+import os
+
+from absl import logging
+from tfx.components.evaluator import executor as tfx_evaluator
+from tfx.dsl.io import fileio
+from tfx.types import standard_component_specs
+from tfx.utils import path_utils
+
+BASELINE = standard_component_specs.BASELINE_MODEL_KEY
+
+
+def has_model(model_uri: str) -> bool:
+    """Whether a model artifact holds a model (an empty baseline does not)."""
+    return fileio.exists(os.path.join(path_utils.serving_model_dir(model_uri), "saved_model.pb"))
+
+
+class Executor(tfx_evaluator.Executor):
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        baselines = input_dict.get(BASELINE) or []
+        if baselines and not all(has_model(model.uri) for model in baselines):
+            logging.info("tfxd evaluator: the baseline %s holds no model; evaluating without one",
+                         [model.uri for model in baselines])
+            input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
+        super().Do(input_dict, output_dict, exec_properties)
