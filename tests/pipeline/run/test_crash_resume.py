@@ -116,13 +116,11 @@ def _executions(folder: Path) -> dict[str, list[str]]:
     """Each component's executions' states, oldest first, from the run's ML Metadata (opened read-only),
     after checking that every LIVE artifact was output by a COMPLETE execution and by no unfinished one,
     and that its files are there, and that what canceled executions began is abandoned and removed."""
-    from ml_metadata.metadata_store import metadata_store
     from ml_metadata.proto import metadata_store_pb2 as mlmd
 
-    config = mlmd.ConnectionConfig()
-    config.sqlite.filename_uri = str(folder / "tfxd-runs" / "demo" / "metadata.sqlite")
-    config.sqlite.connection_mode = mlmd.SqliteMetadataSourceConfig.READONLY
-    store = metadata_store.MetadataStore(config)
+    from tfxd.pipeline.run.metadata import open_store
+
+    store = open_store(str(folder / "tfxd-runs" / "demo"), readonly=True)
     executions = {e.id: e for e in store.get_executions()}
     kinds = {t.id: t.name.rsplit(".", 1)[-1] for t in store.get_execution_types()}
     writers: dict[int, set[int]] = defaultdict(set)
