@@ -24,7 +24,7 @@ FEATURE_INFO_FILE = "tfxd_features.json"
 
 
 class TrainerConfig:
-    """Keys of the Trainer's custom_config. pipeline.assembly writes SPEC, LOCAL_CLUSTER and LABEL_ONLY;
+    """Keys of the Trainer's custom_config. pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and TFJOB;
     the Trainer executor adds TRAIN_EXAMPLES and BACKUP_DIR at run time; run_fn reads them all."""
 
     SPEC = "spec"  # the resolved spec's Trainer sections, as a dict
@@ -32,6 +32,7 @@ class TrainerConfig:
     LABEL_ONLY = "label_only_columns"  # columns only the label reads: a serving request has none of them
     TRAIN_EXAMPLES = "train_examples"  # the train split's size, for `training.epochs`
     BACKUP_DIR = "backup_dir"  # BackupAndRestore's folder, the same for a retry of the same training
+    TFJOB = "tfjob"  # targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob.py)
 
 
 # The exported model's signatures: serving on serialized raw tf.Examples, and the transform graph alone,

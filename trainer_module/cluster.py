@@ -1,6 +1,9 @@
 """Who this process is in a training cluster: TF_CONFIG, or Vertex's CLUSTER_SPEC translated to it.
 
-Pure functions of the environment, so every case is testable without a cluster.
+Pure functions of the environment, so every case is testable without a cluster. ADDRESSES_ENV maps
+TF_CONFIG's addresses to others: `tfxd replay` runs a TFJob's replicas on this machine with the
+TF_CONFIG the Training Operator writes (`<job>-worker-0.<namespace>.svc:2222`, names no resolver here
+knows) and these loopback ports in their place.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # Vertex AI worker pools -> TensorFlow task types
+ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"
 VERTEX_POOLS = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
 
@@ -54,7 +58,9 @@ def from_environment(env: Mapping[str, str]) -> Cluster:
     """TF_CONFIG if set, else Vertex's CLUSTER_SPEC, else no cluster; 'master' becomes 'chief'."""
     if env.get("TF_CONFIG"):
         config = _parse(env["TF_CONFIG"], "TF_CONFIG")
-        cluster = {_rename(kind): list(addresses) for kind, addresses in (config.get("cluster") or {}).items()}
+        moved = _parse(env[ADDRESSES_ENV], ADDRESSES_ENV) if env.get(ADDRESSES_ENV) else {}
+        cluster = {_rename(kind): [moved.get(address, address) for address in addresses]
+                   for kind, addresses in (config.get("cluster") or {}).items()}
         task = config.get("task") or {}
         kind = _rename(task.get("type")) if task.get("type") else None
         return _checked(cluster, kind, int(task.get("index", 0)), "TF_CONFIG")

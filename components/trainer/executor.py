@@ -7,7 +7,8 @@
   localhost processes with their own TF_CONFIG (see local_cluster.py).
 
 The other ways the Trainer runs sit beside it: local_cluster.py (localhost processes), vertex_job.py
-(a Vertex AI custom job whose replicas run this executor).
+(a Vertex AI custom job whose replicas run this executor), tfjob.py (a Kubeflow TFJob whose replicas
+run it through tfjob_replica.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def _backup_dir(input_dict, output_dict, exec_properties) -> str:
     return os.path.join(node_dir, ".backup", hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
-def _drop_backup(backup_dir: str) -> None:
+def drop_backup(backup_dir: str) -> None:
     """A completed training leaves no backup (Keras removes the checkpoints, not the folder nor what a
     killed worker left), so that the same training asked for again starts at epoch 1."""
     if fileio.exists(backup_dir):
@@ -61,11 +62,11 @@ class Executor(GenericExecutor):
                                                      f"last epoch checkpointed in {backup_dir}") from None
                 raise
             self._check_model(output_dict)
-            _drop_backup(backup_dir)
+            drop_backup(backup_dir)
             return
         result = self.train(input_dict, output_dict, exec_properties)
         if result.get("plan", {}).get("strategy") not in ("multi_worker_mirrored", "parameter_server"):
-            _drop_backup(backup_dir)  # in a cluster, every task's own BackupAndRestore cleans up
+            drop_backup(backup_dir)  # in a cluster, every task's own BackupAndRestore cleans up
 
     def train(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
         """Run run_fn in this process; the chief must leave a model."""

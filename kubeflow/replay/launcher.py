@@ -23,7 +23,7 @@ from typing import Any
 from tfx.utils import name_utils
 
 from tfxd.components.trainer import executor as trainer_executor
-from tfxd.components.trainer import vertex_job
+from tfxd.components.trainer import tfjob, vertex_job
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
 from tfxd.kubeflow.replay.ir import (
     Compiled,
@@ -34,6 +34,7 @@ from tfxd.kubeflow.replay.ir import (
     substitute,
     title,
 )
+from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
 
@@ -41,6 +42,9 @@ NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
 # The Vertex custom-job Trainer launches replicas in the cloud; replayed, tfxd's Trainer trains here.
 _LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.get_full_name(trainer_executor.Executor)}
+# The TFJob Trainer runs as it is, against a local Training Operator (training_operator.py).
+_TFJOB_EXECUTOR = name_utils.get_full_name(tfjob.Executor)
+REPLAY_NAMESPACE = "tfxd-replay"
 
 
 class TaskFailed(RunFailed):
@@ -104,6 +108,30 @@ class Launcher:
         self.localize = localize
         self.index = index
         self.notes: list[str] = []
+        self.operator: LocalTrainingOperator | None = None
+
+    def close(self) -> None:
+        """Stop what the replay started beside the tasks (the local Training Operator)."""
+        if self.operator is not None:
+            self.operator.__exit__()
+            self.operator = None
+
+    def _training_operator(self, io: TaskIO, env: dict[str, str]) -> dict[str, str]:
+        """The environment of a task whose Trainer launches a TFJob: the local operator's API as its
+        cluster. The replicas run the replica container's command as this replay runs a task's."""
+        if self.operator is None:
+            def argv_for(container: dict[str, Any]) -> list[str]:
+                argv = [self.localize(part) for part in [*container.get("command", []), *container.get("args", [])]]
+                return [sys.executable, *argv[1:]] if argv and os.path.basename(argv[0]) in ("python", "python3") \
+                    else argv
+
+            self.operator = LocalTrainingOperator(os.path.join(self.replay.log_dir, "tfjob"), argv_for,
+                                                  cwd=self.replay.project_dir,
+                                                  env={"PYTHONPATH": env["PYTHONPATH"]}).__enter__()
+            self.notes.append(f"{io.name}: its TFJob ran on a local stand-in for the Kubeflow Training Operator "
+                              "(each replica a process with the TF_CONFIG the operator writes; logs in "
+                              f"{self.operator.log_dir})")
+        return {**self.operator.environment(REPLAY_NAMESPACE), "KUBERNETES_SERVICE_HOST": ""}
 
     def artifact_name(self, task: str, key: str) -> str:
         return f"{NAME_PREFIX}/{self.pipeline}/{self.replay.run_id}/{task}/{key}"
@@ -201,6 +229,8 @@ class Launcher:
                "PYTHONPATH": os.pathsep.join([self.replay.project_dir, *filter(None, [os.environ.get("PYTHONPATH")])])}
         for item in container.get("env", []):
             env[item["name"]] = self.localize(item.get("value", ""))
+        if _TFJOB_EXECUTOR in argv:
+            env.update(self._training_operator(io, env))
         shown = [arg if len(arg) < 300 else f"<{len(arg)} characters: {input_path}>" for arg in argv]
         with open(io.log, "a", encoding="utf-8") as handle:
             handle.write(f"# {phase}: {' '.join(shown)}\n")

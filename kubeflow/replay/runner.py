@@ -21,12 +21,14 @@ reaches a cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from tfxd import keys
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.ir import (
@@ -271,8 +273,19 @@ class _Tasks:
             "pushed_destination_on_cluster": self.localize.on_cluster(destination),
             "pipeline_root_on_cluster": self.replay.compiled.pipeline_root,
             "buckets": dict(sorted(self.localize.seen.items())),
+            "strategy": self._training_plan(),
             "notes": self.launcher.notes,
         }
+
+    def _training_plan(self) -> dict[str, Any] | None:
+        """The plan the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE)."""
+        trained = self.results.get("Trainer")  # the baseline task produces a Model too
+        models = trained.artifacts.get("model") if trained else None
+        path = os.path.join(models[0]["uri"], keys.TRAINING_REPORT_FILE) if models else ""
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle).get("plan")
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         write_json(os.path.join(self.replay.run_dir, "summary.json"), summary, sort_keys=True, default=str)
@@ -304,4 +317,8 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
     run_id = run_id or new_run_id()
     if os.path.exists(os.path.join(root, run_id)):
         raise ReplayError(f"run {run_id} already exists under {root}")
-    return _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory), on_task).run()
+    tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory), on_task)
+    try:
+        return tasks.run()
+    finally:
+        tasks.launcher.close()

@@ -17,6 +17,7 @@ from tfxd.files import is_uri
 from tfxd.pipeline.spec.data_files import column_uses
 from tfxd.pipeline.spec.errors import format_path
 from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.targets import duration_seconds
 from tfxd.transforms import NUMBER, TRANSFORMS
 
 # The sections of the spec the Trainer reads: the rest (evaluation, push, targets...) can change
@@ -156,6 +157,13 @@ def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[s
     return {keys.TrainerConfig.SPEC: spec.model_dump(mode="json", by_alias=True, include=set(TRAINER_SECTIONS)),
             keys.TrainerConfig.LOCAL_CLUSTER: cluster,
             keys.TrainerConfig.LABEL_ONLY: label_only}
+
+
+def tfjob_settings(pipeline: str, kubeflow) -> dict[str, Any]:
+    """targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob_manifest.py)."""
+    trainer = kubeflow.trainer
+    return {**trainer.model_dump(mode="json"), "image": kubeflow.image, "pipeline": pipeline,
+            "timeout_seconds": duration_seconds(trainer.timeout)}
 
 
 def columns_read(loaded: LoadedSpec) -> list[str]:

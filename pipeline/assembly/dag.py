@@ -23,12 +23,15 @@ from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import RUN_FN, Trainer
+from tfxd.components.trainer.tfjob import TFJobTrainer
 from tfxd.components.transform.component import PREPROCESSING_FN, Transform
+from tfxd.keys import TrainerConfig
 from tfxd.pipeline.assembly import baseline
 from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
 from tfxd.pipeline.assembly.configs import (
     columns_read,
     example_gen_config,
+    tfjob_settings,
     trainer_config,
     transform_config,
 )
@@ -100,8 +103,9 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
 
 def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
     """tfxd's Trainer: in the pipeline's own process (and locally, as a cluster of processes when
-    targets.local.trainer asks for one), or as a Vertex AI custom job when targets.vertex.trainer asks
-    for several replicas or accelerators."""
+    targets.local.trainer asks for one), as a Vertex AI custom job when targets.vertex.trainer asks
+    for several replicas or accelerators, or as a TFJob when targets.kubeflow.trainer asks for several
+    replicas."""
     spec = loaded.spec
     trainer_class = Trainer
     custom_config = trainer_config(loaded, spec.targets.local.trainer.model_dump() if not place.on_cluster else None)
@@ -113,6 +117,10 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
         if vertex_job.needs_custom_job(vertex.trainer):
             trainer_class = vertex_job.VertexTrainer
             custom_config = {**custom_config, **vertex_job.custom_config(vertex)}
+    kubeflow = spec.targets.kubeflow
+    if place.target == "kubeflow" and kubeflow is not None and kubeflow.trainer.needs_tfjob:
+        trainer_class = TFJobTrainer
+        custom_config = {**custom_config, TrainerConfig.TFJOB: tfjob_settings(spec.name, kubeflow)}
     train_args, eval_args = _steps(spec, place)
     return trainer_class(examples=transform.outputs["transformed_examples"],
                          transform_graph=transform.outputs["transform_graph"], schema=schema,

@@ -53,21 +53,62 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
     if target not in TARGETS:
         problems.add(("targets",), f"unknown target {target!r}", f"targets are: {', '.join(TARGETS)}")
         return
-    cluster = spec.targets.local.trainer if target == "local" else None
     if target != "local" and getattr(spec.targets, target) is None:
         needs = {"kubeflow": "image", "vertex": "project, region, image and root"}[target]
         problems.add(("targets",), f"the spec has no `targets.{target}` section",
                      f"add targets.{target} with {needs}")
         return
-    if target == "vertex":
-        cluster = spec.targets.vertex.trainer  # type: ignore[union-attr]
-    if spec.training.strategy == "parameter_server" and cluster is not None and cluster.parameter_servers == 0:
-        problems.add(("training", "strategy"),
-                     f"parameter_server needs parameter servers, and targets.{target}.trainer has none",
-                     f"set targets.{target}.trainer.parameter_servers to 1 or more, or use strategy auto")
+    _check_strategy(spec.training.strategy, getattr(spec.targets, target).trainer, target, problems)
     if target == "kubeflow":
         _check_kubeflow(spec, problems)
     Placement(loaded, target).problems(problems)
+
+
+def _check_strategy(strategy: str, cluster, target: str, problems: Problems) -> None:
+    """An explicit strategy the target's Trainer processes cannot run (the planner's rules, seen early)."""
+    trainer = f"targets.{target}.trainer"
+    if strategy == "parameter_server" and cluster.parameter_servers == 0:
+        problems.add(("training", "strategy"), f"parameter_server needs parameter servers, and {trainer} has none",
+                     f"set {trainer}.parameter_servers to 1 or more, or use strategy auto")
+    several = cluster.workers > 1 or cluster.parameter_servers > 0
+    if strategy in ("mirrored", "one_device", "central_storage") and several:
+        problems.add(("training", "strategy"), f"{strategy} trains in one process, and {trainer} asks for "
+                     f"{cluster.workers} worker(s) and {cluster.parameter_servers} parameter server(s)",
+                     "use strategy auto (multi_worker_mirrored or parameter_server follow from the cluster), or "
+                     f"one worker in {trainer}")
+    if strategy == "multi_worker_mirrored" and cluster.parameter_servers:
+        problems.add(("training", "strategy"), f"multi_worker_mirrored has no parameter servers, and {trainer} "
+                     f"asks for {cluster.parameter_servers}", "use strategy parameter_server or auto, or set "
+                     f"{trainer}.parameter_servers to 0")
+
+
+def _check_kubeflow_trainer(kubeflow, problems: Problems) -> None:
+    """A TFJob that cannot work, or keys that configure a TFJob which does not run."""
+    trainer, at = kubeflow.trainer, ("targets", "kubeflow", "trainer")
+    if not trainer.needs_tfjob:
+        tfjob_keys = sorted(trainer.model_fields_set - {"workers", "parameter_servers"})
+        if tfjob_keys:
+            problems.add((*at, tfjob_keys[0]), f"{', '.join(tfjob_keys)} configure(s) the TFJob, which runs only "
+                         "when the Trainer has more than one worker or parameter servers",
+                         "for one Trainer pod use targets.kubeflow.resources.Trainer, or set workers: 2 or more")
+        return
+    if trainer.resources.ps.gpu:
+        problems.add((*at, "resources", "ps", "gpu"), "parameter servers hold variables and compute nothing: "
+                     "a GPU there is never used", "put GPUs under resources.worker")
+    for kind in ("worker", "ps"):
+        memory = getattr(trainer.resources, kind).memory
+        if memory and memory.endswith("m"):
+            problems.add((*at, "resources", kind, "memory"), f"memory {memory!r} is in thousandths of a byte",
+                         "use Mi or Gi, e.g. 512Mi")
+    if trainer.parameter_servers and trainer.clean_pod_policy == "None":
+        problems.add((*at, "clean_pod_policy"), "parameter servers (and, under ParameterServer, the workers) "
+                     "serve until they are stopped: with clean_pod_policy None they keep running, and holding "
+                     "their nodes, after the training ends", "use Running (the default) or All")
+    launcher = kubeflow.resources.get("Trainer")
+    if launcher is not None and launcher.gpu:
+        problems.add(("targets", "kubeflow", "resources", "Trainer", "gpu"), "with a TFJob the Trainer task only "
+                     "launches and follows the job: a GPU there is never used",
+                     "put GPUs under targets.kubeflow.trainer.resources.worker")
 
 
 def _check_kubeflow(spec: Spec, problems: Problems) -> None:
@@ -77,11 +118,7 @@ def _check_kubeflow(spec: Spec, problems: Problems) -> None:
     if not re.match(KFP_PIPELINE_NAME, spec.name):
         problems.add(("name",), f"Kubeflow Pipelines takes a pipeline name that starts and ends with a letter or "
                      f"digit, and {spec.name!r} does not", "drop the trailing '-' from name")
-    if spec.training.strategy in ("multi_worker_mirrored", "parameter_server"):
-        problems.add(("training", "strategy"), f"{spec.training.strategy} needs several Trainer processes, and "
-                     "multi-worker training on Kubeflow (a TFJob through the Training Operator) is not built in "
-                     "this version of tfxd", "use targets.vertex (trainer.workers / parameter_servers), or "
-                     "strategy auto / mirrored (one pod, several GPUs)")
+    _check_kubeflow_trainer(kubeflow, problems)
     if kubeflow.schedule and kubeflow.schedule.timezone not in cron.KFP_TIMEZONES:
         problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time zone: "
                      "their cron is read in the cluster's time (UTC)", "use timezone: UTC and write the cron in UTC")

@@ -5,7 +5,8 @@
   bucket-ownership check is answered in-process, so nothing leaves the machine.
 - `fake_kfp`: a FakeKfp on 127.0.0.1 (its `.url` is the `host` to pass).
 - `credentials`: anonymous Google credentials (aiplatform asks for some before any call).
-- `make_spec(*sets)`: the spec below with `--set`-style overrides, as pipeline.spec.Spec.
+- `make_spec(*sets)`: the spec below with `--set`-style overrides, as pipeline.spec.Spec (its file:
+  `make_spec.path`).
 - `make_compiled(target, variant="a")`: the demo spec compiled by tfxd for a target; another variant
   is another pipeline (other bytes).
 - `compiled`: the three examples compiled by tfxd for both targets, once per test session.
@@ -96,6 +97,7 @@ def make_spec(tmp_path: Path) -> Callable[..., Spec]:
     def make(*sets: str) -> Spec:
         return load_spec(str(path), sets=list(sets), check_files=False).spec
 
+    make.path = str(path)  # type: ignore[attr-defined]  # for load_spec with a target
     return make
 
 

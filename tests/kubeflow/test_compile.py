@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from tests.conftest import REPO
+from tfxd.pipeline.spec.load import load_spec
 
 
 def tfxd(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -195,7 +196,7 @@ def test_mirrored_workers_put_accelerators_on_the_chief_too():
 
 
 @pytest.mark.parametrize(("extra", "key", "message"), [
-    ("training:\n  strategy: multi_worker_mirrored\n", "training.strategy", "TFJob"),
+    ("training:\n  strategy: parameter_server\n", "training.strategy", "targets.kubeflow.trainer has none"),
     ("push:\n  to: /srv/models\n", "push.to", "cannot write"),
 ])
 def test_what_kubeflow_cannot_honour_is_refused_at_validate(tmp_path, extra, key, message):
@@ -211,6 +212,55 @@ def test_what_kubeflow_cannot_honour_is_refused_at_validate(tmp_path, extra, key
     assert result.returncode == 2, result.stdout + result.stderr
     assert key in result.stderr and message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+T = "targets.kubeflow.trainer"
+
+
+@pytest.mark.parametrize(("sets", "key", "message"), [
+    ((f"{T}.workers=2", f"{T}.parameter_servers=1", f"{T}.resources.ps.gpu=1"), f"{T}.resources.ps.gpu",
+     "parameter servers hold variables and compute nothing"),
+    ((f"{T}.workers=0",), f"{T}.workers", "greater than or equal to 1"),
+    ((f"{T}.parameter_servers=1", f"{T}.clean_pod_policy=None"), f"{T}.clean_pod_policy",
+     "keep running, and holding their nodes"),
+    ((f"{T}.namespace=team-a",), f"{T}.namespace", "configure(s) the TFJob, which runs only when"),
+    ((f"{T}.workers=2", "targets.kubeflow.resources.Trainer.gpu=1"), "targets.kubeflow.resources.Trainer.gpu",
+     "only launches and follows the job"),
+    ((f"{T}.workers=2", "training.strategy=mirrored"), "training.strategy", "mirrored trains in one process"),
+    ((f"{T}.parameter_servers=1", "training.strategy=multi_worker_mirrored"), "training.strategy",
+     "multi_worker_mirrored has no parameter servers"),
+    ((f"{T}.workers=2", f'{T}.tolerations=[{{"key": "gpu", "operator": "Exists", "value": "x"}}]'),
+     f"{T}.tolerations[0].value", "matches any value, and takes none"),
+    ((f"{T}.workers=2", f"{T}.timeout=90"), f"{T}.timeout", ""),
+    ((f"{T}.workers=2", f"{T}.namespace=Team_A"), f"{T}.namespace", ""),
+    ((f"{T}.workers=2", f"{T}.resources.worker.memory=16m"), f"{T}.resources.worker.memory", "thousandths"),
+])
+def test_a_tfjob_that_cannot_work_is_refused_at_validate(make_spec, sets, key, message):
+    from tfxd.pipeline.spec.errors import SpecError
+
+    with pytest.raises(SpecError) as refusal:
+        load_spec(make_spec.path, ["targets.kubeflow.root=gs://b/kfp", *sets], target="kubeflow", check_files=False)
+    assert key in str(refusal.value) and message in str(refusal.value)
+
+
+def test_multi_worker_and_parameter_server_trainers_compile_to_a_tfjob_task(make_spec):
+    from tfxd.kubeflow.compile import pipeline_job
+
+    for sets in ((f"{T}.workers=3", "training.strategy=multi_worker_mirrored"),
+                 (f"{T}.workers=2", f"{T}.parameter_servers=1", "training.strategy=parameter_server")):
+        loaded = load_spec(make_spec.path, ["targets.kubeflow.root=gs://b/kfp", *sets], target="kubeflow",
+                           check_files=False)
+        pipeline_spec = pipeline_job(loaded, "kubeflow")["pipelineSpec"]
+        args = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
+        assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.tfjob.Executor"
+        config = json.loads(pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"][
+            "custom_config"]["runtimeValue"]["constant"])
+        assert config["tfjob"]["workers"] == int(sets[0].split("=")[1]) and config["tfjob"]["timeout_seconds"] == 86400
+    # one process: the Trainer trains in its own pod
+    one = pipeline_job(load_spec(make_spec.path, ["targets.kubeflow.root=gs://b/kfp"], target="kubeflow",
+                                 check_files=False), "kubeflow")["pipelineSpec"]
+    args = one["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
+    assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.executor.Executor"
 
 
 def test_a_non_utc_kubeflow_schedule_is_refused(tmp_path):

@@ -140,3 +140,28 @@ def test_plan_json_has_the_spec_shape():
     assert {"strategy", "replicas", "is_chief", "task", "global_batch_size", "shard_policy", "precision",
             "devices", "reason"} <= set(data)
     json.dumps(data)
+
+
+def test_the_training_operators_tf_config_with_its_addresses_moved_to_loopback():
+    """The TF_CONFIG the Kubeflow Training Operator writes (training-operator v1.9,
+    pkg/controller.v1/tensorflow/tensorflow.go: lower-case types, `<job>-<type>-<i>.<ns>.svc:2222`,
+    "environment": "cloud"), as replay's stand-in for the operator gives it, with the address map."""
+    from tfxd.kubeflow.replay.training_operator import tf_configs
+
+    job = {"metadata": {"name": "taxi-trainer-1", "namespace": "team-a"},
+           "spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 2}, "PS": {"replicas": 1}}}}
+    configs = tf_configs(job)
+    assert configs[("Worker", 1)] == {
+        "cluster": {"chief": ["taxi-trainer-1-chief-0.team-a.svc:2222"],
+                    "worker": ["taxi-trainer-1-worker-0.team-a.svc:2222", "taxi-trainer-1-worker-1.team-a.svc:2222"],
+                    "ps": ["taxi-trainer-1-ps-0.team-a.svc:2222"]},
+        "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+    moved = {address: f"localhost:{2000 + i}" for i, address in enumerate(
+        a for members in configs[("Chief", 0)]["cluster"].values() for a in members)}
+    env = {"TF_CONFIG": json.dumps(configs[("Chief", 0)]), "TFXD_CLUSTER_ADDRESSES": json.dumps(moved)}
+    chosen = plan(env, Devices())
+    assert (chosen.strategy, chosen.replicas, chosen.is_chief, chosen.role) == ("parameter_server", 2, True, "train")
+    assert chosen.cluster["cluster"]["worker"] == ["localhost:2001", "localhost:2002"]
+    two = {"metadata": job["metadata"], "spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 1}}}}
+    worker = plan({"TF_CONFIG": json.dumps(tf_configs(two)[("Worker", 0)])}, Devices())
+    assert (worker.strategy, worker.replicas, worker.is_chief) == ("multi_worker_mirrored", 2, False)

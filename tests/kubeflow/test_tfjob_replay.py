@@ -1,0 +1,120 @@
+"""A Kubeflow file whose Trainer asks for several processes: the Trainer task launches a TFJob, and
+`tfxd replay` runs it on the local stand-in for the Training Operator (kubeflow/replay/training_operator.py):
+each replica a process with the TF_CONFIG the operator writes, its addresses mapped to loopback ports.
+
+- The penguin example with 2 workers replays blessed and pushed; the summary's strategy is
+  multi_worker_mirrored with 2 replicas; the chief alone wrote the model.
+- The same Trainer task, run again as a TFJob of a chief, a worker and a parameter server, trains with
+  ParameterServer to an exported model.
+- The file meets the open-source backend's rules and goes through kfp's own loader and compiler.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.kubeflow.kfp_rules import backend_problems
+from tests.pipeline.run.test_run_taxi import example_project
+from tfxd.kubeflow.replay import runner
+from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE
+from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
+
+WORKERS = ("targets.kubeflow.trainer.workers=2", "training.steps=60")
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory) -> dict:
+    from tfxd.kubeflow.compile import compile_to
+    from tfxd.pipeline.spec.load import load_spec
+
+    project = example_project(tmp_path_factory, "penguin")
+    compiled = compile_to(load_spec(str(project / "penguin.yaml"), WORKERS, target="kubeflow"), "kubeflow",
+                          str(project / "penguin-kubeflow.yaml"))
+    summary = runner.replay(compiled, project_dir=str(project), root=str(project / "replays"))
+    return {"summary": summary, "project": project, "compiled": Path(compiled)}
+
+
+def test_a_two_worker_trainer_replays_as_a_tfjob_blessed_and_pushed(replayed):
+    summary = replayed["summary"]
+    assert summary["status"] == "ok" and summary["blessed"] is True and summary["pushed"] is True
+    assert summary["strategy"]["strategy"] == "multi_worker_mirrored" and summary["strategy"]["replicas"] == 2
+    assert any("TFJob ran on a local stand-in for the Kubeflow Training Operator" in n for n in summary["notes"])
+    trainer_log = Path(next(t["log"] for t in summary["tasks"] if t["name"] == "Trainer")).read_text()
+    assert f"created TFJob {REPLAY_NAMESPACE}/penguin-species-trainer-" in trainer_log
+    assert "(1 Chief, 1 Worker)" in trainer_log and "Succeeded (Chief: 1 succeeded" in trainer_log
+    logs = Path(summary["logs"]) / "tfjob"
+    chief = next(logs.glob("*-chief-0.log")).read_text()
+    worker = next(logs.glob("*-worker-0.log")).read_text()
+    assert "strategy=multi_worker_mirrored replicas=2 is_chief=True" in chief
+    assert "strategy=multi_worker_mirrored replicas=2 is_chief=False" in worker
+    # both trained the same weights; the chief alone wrote the model where the pipeline expects it
+    checksum = [line.split("weights_checksum=")[1].split()[0] for line in (chief, worker)
+                for line in line.splitlines() if "weights_checksum=" in line]
+    assert len(checksum) == 2 and checksum[0] == checksum[1]
+    model = Path(summary["artifacts"]["Trainer.model"])
+    assert (model / "Format-Serving" / "saved_model.pb").is_file()
+
+
+def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_path):
+    from kfp import compiler, components, dsl
+
+    pipeline_spec = yaml.safe_load(replayed["compiled"].read_text())
+    assert backend_problems(pipeline_spec) == []
+    args = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
+    assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.tfjob.Executor"
+    component = components.load_component_from_file(str(replayed["compiled"]))
+    defaults = {name: spec.default for name, spec in component.component_spec.inputs.items()}
+
+    def wrapped(train_args=defaults["train_args"], eval_args=defaults["eval_args"]):
+        component(train_args=train_args, eval_args=eval_args)
+
+    wrapped.__annotations__ = {"train_args": str, "eval_args": str}
+    again = tmp_path / "wrapped.yaml"
+    compiler.Compiler().compile(dsl.pipeline(name="penguin-wrapped")(wrapped), str(again))
+    assert backend_problems(yaml.safe_load(again.read_text())) == []
+
+
+def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
+    """The replayed Trainer task's own executor input, its TFJob asking for a chief, one worker and one
+    parameter server: the operator's TF_CONFIG leads the planner to ParameterServer, the model is exported."""
+    summary = replayed["summary"]
+    task_dir = Path(summary["run_dir"]) / "Trainer"
+    executor_input = json.loads((task_dir / "executor_input.json").read_text())
+    config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
+    config["tfjob"].update(workers=1, parameter_servers=1)
+    executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
+    executor_input["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}  # the old form
+    model = tmp_path / "ps-model"
+    for key, value in executor_input["outputs"]["artifacts"].items():
+        value["artifacts"][0]["uri"] = str(tmp_path / key)
+    executor_input["outputs"]["artifacts"]["model"]["artifacts"][0]["uri"] = str(model)
+    executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")
+    project = str(replayed["project"])
+
+    def argv_for(container):
+        return [sys.executable, *container["command"][1:], *container["args"]]
+
+    env = {"PYTHONPATH": project}
+    with LocalTrainingOperator(str(tmp_path / "logs"), argv_for, cwd=project, env=env) as operator:
+        result = subprocess.run(
+            [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
+             "--executor_class_path", "tfxd.components.trainer.tfjob.Executor",
+             "--json_serialized_invocation_args", json.dumps(executor_input)],
+            env={**os.environ, **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=project,
+            capture_output=True, text=True, timeout=600)
+        logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "(1 Chief, 1 Worker, 1 PS)" in result.stderr
+    chief = next(text for name, text in logs.items() if "-chief-0" in name)
+    assert "strategy=parameter_server replicas=1 is_chief=True" in chief
+    assert (model / "Format-Serving" / "saved_model.pb").is_file()
+    report = json.loads((model / "tfxd_training.json").read_text())
+    assert report["plan"]["strategy"] == "parameter_server" and report["plan"]["task"] == {"type": "chief",
+                                                                                         "index": 0}
