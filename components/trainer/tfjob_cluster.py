@@ -145,13 +145,16 @@ class Kubernetes:
 
     def _explain(self, verb: str, exc) -> str:
         what = f"{verb} tfjobs in namespace {self.namespace}"
+        message = _message(exc.body)
+        if exc.status == 403 and "admission webhook" in message:  # the operator's webhook refused the job
+            return f"the Training Operator refused the TFJob: {message}"
         if exc.status == 403:
             return (f"the pipeline's service account may not {what} (HTTP 403): apply kubeflow/tfjob-rbac.yaml "
                     "to that namespace (README: Distributed training on Kubeflow)")
         if exc.status == 404 and verb == "create":
             return ("this cluster does not know TFJobs (kubeflow.org/v1): install the Kubeflow Training Operator "
                     "(README: Distributed training on Kubeflow)")
-        return f"cannot {what}: HTTP {exc.status} {exc.reason}: {_message(exc.body)}"
+        return f"cannot {what}: HTTP {exc.status} {exc.reason}: {message}"
 
 
 def _message(body: Any) -> str:

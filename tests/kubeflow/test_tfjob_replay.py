@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -84,37 +85,98 @@ def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_pat
 def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     """The replayed Trainer task's own executor input, its TFJob asking for a chief, one worker and one
     parameter server: the operator's TF_CONFIG leads the planner to ParameterServer, the model is exported."""
-    summary = replayed["summary"]
-    task_dir = Path(summary["run_dir"]) / "Trainer"
-    executor_input = json.loads((task_dir / "executor_input.json").read_text())
-    config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
-    config["tfjob"].update(workers=1, parameter_servers=1)
-    executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
-    executor_input["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}  # the old form
-    model = tmp_path / "ps-model"
-    for key, value in executor_input["outputs"]["artifacts"].items():
-        value["artifacts"][0]["uri"] = str(tmp_path / key)
-    executor_input["outputs"]["artifacts"]["model"]["artifacts"][0]["uri"] = str(model)
-    executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")
+
+    def with_ps(config: dict) -> None:
+        config["tfjob"].update(workers=1, parameter_servers=1)
+
+    executor_input = _trainer_task(replayed, tmp_path, with_ps)
+    model = tmp_path / "Trainer" / "model"
     project = str(replayed["project"])
 
-    def argv_for(container):
-        return [sys.executable, *container["command"][1:], *container["args"]]
-
     env = {"PYTHONPATH": project}
-    with LocalTrainingOperator(str(tmp_path / "logs"), argv_for, cwd=project, env=env) as operator:
-        result = subprocess.run(
-            [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
-             "--executor_class_path", "tfxd.components.trainer.tfjob.Executor",
-             "--json_serialized_invocation_args", json.dumps(executor_input)],
-            env={**os.environ, **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=project,
-            capture_output=True, text=True, timeout=600)
+    with LocalTrainingOperator(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+        task = _run_task(executor_input, operator, env, project)
+        output = task.communicate(timeout=600)[0]
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "(1 Chief, 1 Worker, 1 PS)" in result.stderr
+    assert task.returncode == 0, output[-3000:]
+    assert "(1 Chief, 1 Worker, 1 PS)" in output
     chief = next(text for name, text in logs.items() if "-chief-0" in name)
     assert "strategy=parameter_server replicas=1 is_chief=True" in chief
     assert (model / "Format-Serving" / "saved_model.pb").is_file()
     report = json.loads((model / "tfxd_training.json").read_text())
     assert report["plan"]["strategy"] == "parameter_server" and report["plan"]["task"] == {"type": "chief",
                                                                                          "index": 0}
+
+
+def _trainer_task(replayed, tmp_path: Path, change) -> dict:
+    """The replayed Trainer task's executor input, ``change``d (its custom_config), its outputs under
+    ``tmp_path`` (the node folder: BackupAndRestore's checkpoints go under tmp_path/.backup)."""
+    summary = replayed["summary"]
+    executor_input = json.loads((Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text())
+    config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
+    change(config)
+    executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
+    executor_input["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}
+    for key, value in executor_input["outputs"]["artifacts"].items():
+        value["artifacts"][0]["uri"] = str(tmp_path / "Trainer" / key)
+    executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")
+    return executor_input
+
+
+def _here(container: dict) -> list[str]:
+    """A replica's command with this interpreter for the image's `python`."""
+    return [sys.executable, *container["command"][1:], *container["args"]]
+
+
+def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, cwd: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
+         "--executor_class_path", "tfxd.components.trainer.tfjob.Executor",
+         "--json_serialized_invocation_args", json.dumps(executor_input)],
+        env={**os.environ, **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=cwd,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_replica_killed_fails_the_step_and_the_retried_step_resumes(replayed, tmp_path):
+    """A worker of the TFJob dies (SIGKILL) mid-training: the step fails naming it and saying where the
+    checkpoint is, the job is deleted; the retried step (same inputs) starts the job again under the same
+    name, and the chief resumes from the BackupAndRestore checkpoint rather than epoch 1."""
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS.replace("time.sleep(0.5)", "time.sleep(1.5)"))
+
+    def slow(config: dict) -> None:
+        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
+
+    executor_input = _trainer_task(replayed, tmp_path, slow)
+    project = str(replayed["project"])
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
+
+    with LocalTrainingOperator(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+        first = _run_task(executor_input, operator, env, project)
+        try:
+            deadline = time.monotonic() + 300
+            while not list(tmp_path.glob(".backup/*/chief/checkpoint")):
+                assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0][-3000:]
+                time.sleep(0.2)
+            [job] = list(operator.processes)
+            operator.processes[job][("Worker", 0)].kill()
+            output = first.communicate(timeout=300)[0]
+        finally:
+            if first.poll() is None:
+                first.kill()
+        assert first.returncode != 0
+        assert f"TFJob {REPLAY_NAMESPACE}/{job[1]} failed: replica worker-0 (pod {job[1]}-worker-0) Error " \
+               "(exit code 137)" in output
+        assert "Retry the step to resume from the last epoch checkpointed in" in output
+        assert not operator.api.jobs  # deleted by the failed step
+        second = _run_task(executor_input, operator, env, project)
+        output = second.communicate(timeout=600)[0]
+        assert second.returncode == 0, output[-3000:]
+        chief = (tmp_path / "logs" / f"{job[1]}-chief-0.log").read_text()
+    assert f"created TFJob {REPLAY_NAMESPACE}/{job[1]}" in output  # the same name: one job per run and task
+    resumed = [line for line in chief.splitlines() if "Trainer resumes at epoch " in line]
+    assert resumed and int(resumed[0].split("resumes at epoch ")[1].split("/")[0]) > 1, chief[-3000:]
+    assert (tmp_path / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()
+    assert not list(tmp_path.glob(".backup/*/chief/checkpoint"))  # a completed training leaves no backup

@@ -361,3 +361,29 @@ def test_replicas_default_to_the_pipeline_pods_service_account(tmp_path, monkeyp
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
         assert tfjob_cluster.Kubernetes().own_service_account() == "pipeline-runner"
         assert tfjob_cluster.Kubernetes("other-team").own_service_account() is None
+
+
+def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
+    """RBAC's 403 (the Role to apply), the webhook's 403 (its own words), a cluster without the TFJob kind
+    (the operator to install): the kubernetes client's own exceptions, as the API server words them."""
+    from kubernetes.client.exceptions import ApiException
+
+    from tfxd.components.trainer import tfjob_cluster
+
+    def answer(status: int, reason: str, message: str) -> ApiException:
+        exc = ApiException(status=status, reason=reason)
+        exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": status})
+        return exc
+
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    with KubeApi() as api:
+        monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
+        kube = tfjob_cluster.Kubernetes()
+    rbac = kube._explain("create", answer(403, "Forbidden", 'tfjobs.kubeflow.org is forbidden: User '
+                         '"system:serviceaccount:kubeflow:pipeline-runner" cannot create resource "tfjobs"'))
+    assert "may not create tfjobs in namespace team-a (HTTP 403): apply kubeflow/tfjob-rbac.yaml" in rbac
+    webhook = kube._explain("create", answer(403, "Forbidden", 'admission webhook "validator.tfjob.training-'
+                            'operator.kubeflow.org" denied the request: spec.tfReplicaSpecs: Forbidden'))
+    assert webhook.startswith("the Training Operator refused the TFJob: admission webhook")
+    missing = kube._explain("create", answer(404, "Not Found", "the server could not find the requested resource"))
+    assert "does not know TFJobs (kubeflow.org/v1): install the Kubeflow Training Operator" in missing
