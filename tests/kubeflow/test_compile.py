@@ -18,6 +18,7 @@ from google.protobuf import json_format
 from kfp.pipeline_spec import pipeline_spec_pb2
 
 from tests.conftest import REPO
+from tests.kubeflow.kfp_rules import backend_problems
 from tfxd.pipeline.spec.load import load_spec
 
 
@@ -256,6 +257,7 @@ def test_multi_worker_and_parameter_server_trainers_compile_to_a_tfjob_task(make
         config = json.loads(pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"][
             "custom_config"]["runtimeValue"]["constant"])
         assert config["tfjob"]["workers"] == int(sets[0].split("=")[1]) and config["tfjob"]["timeout_seconds"] == 86400
+        assert backend_problems(pipeline_spec) == []
     # one process: the Trainer trains in its own pod
     one = pipeline_job(load_spec(make_spec.path, ["targets.kubeflow.root=gs://b/kfp"], target="kubeflow",
                                  check_files=False), "kubeflow")["pipelineSpec"]
