@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# Vertex AI worker pools -> TensorFlow task types
 ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"
+# Vertex AI worker pools -> TensorFlow task types
 VERTEX_POOLS = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
 

@@ -76,9 +76,12 @@ class Executor(GenericExecutor):
             self._check_model(output_dict)
         return result
 
-    def _check_model(self, output_dict) -> None:
+    def _model_written(self, output_dict) -> bool:
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        if not fileio.exists(os.path.join(model_uri, "Format-Serving")):
+        return fileio.exists(os.path.join(model_uri, "Format-Serving"))
+
+    def _check_model(self, output_dict) -> None:
+        if not self._model_written(output_dict):
             raise RuntimeError("the chief finished training without writing the serving model")
 
     def _with_run_facts(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:

@@ -80,10 +80,6 @@ class Executor(trainer_executor.Executor):
         self._check_model(output_dict)
         trainer_executor.drop_backup(backup_dir)
 
-    def _model_written(self, output_dict) -> bool:
-        model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        return fileio.exists(os.path.join(model_uri, "Format-Serving"))
-
 
 class Launch:
     """One TFJob, from creation (or take-over) to its end."""

@@ -194,10 +194,11 @@ class KubeApi:
             options = json.loads(payload or b"{}")
             with self.lock:
                 job = self._job(namespace, name)
-                self.jobs[(namespace, name)]["metadata"]["deletionTimestamp"] = now()
+                stored = self.jobs[(namespace, name)]
+                stored["metadata"]["deletionTimestamp"] = now()
                 if options.get("propagationPolicy") == "Foreground":
-                    self.jobs[(namespace, name)]["metadata"]["finalizers"] = ["foregroundDeletion"]
-                self._touch(self.jobs[(namespace, name)])
+                    stored["metadata"]["finalizers"] = ["foregroundDeletion"]
+                self._touch(stored)
             if self.controller is not None:
                 self.controller.deleted(job)
             else:

@@ -121,9 +121,8 @@ class Launcher:
         cluster. The replicas run the replica container's command as this replay runs a task's."""
         if self.operator is None:
             def argv_for(container: dict[str, Any]) -> list[str]:
-                argv = [self.localize(part) for part in [*container.get("command", []), *container.get("args", [])]]
-                return [sys.executable, *argv[1:]] if argv and os.path.basename(argv[0]) in ("python", "python3") \
-                    else argv
+                return this_python([self.localize(part) for part in
+                                    [*container.get("command", []), *container.get("args", [])]])
 
             self.operator = LocalTrainingOperator(os.path.join(self.replay.log_dir, "tfjob"), argv_for,
                                                   cwd=self.replay.project_dir,
@@ -267,9 +266,7 @@ class Launcher:
             if value is None:
                 raise ReplayError(f"task {io.name}: placeholder in {part!r} has no value")
             argv.append(value)
-        if argv and os.path.basename(argv[0]) in ("python", "python3"):
-            argv[0] = sys.executable
-        return argv
+        return this_python(argv)
 
     def _read_output(self, io: TaskIO, path: str, phase: str) -> dict[str, Any]:
         if not os.path.exists(path):
@@ -307,6 +304,13 @@ class Launcher:
                 match.group(1) in io.output_parameters):
             return io.output_parameters[match.group(1)]
         raise ReplayError(f"task {io.name}: unsupported placeholder {{{{${expression}}}}}")
+
+
+def this_python(argv: list[str]) -> list[str]:
+    """A container's command with this interpreter (and this install) for the image's `python`."""
+    if argv and os.path.basename(argv[0]) in ("python", "python3"):
+        return [sys.executable, *argv[1:]]
+    return argv
 
 
 def _artifact_value(record: dict[str, Any], what: str, metadata_key: str | None) -> str | None:

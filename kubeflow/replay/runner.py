@@ -21,14 +21,12 @@ reaches a cluster.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
-from tfxd import keys
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.ir import (
@@ -44,6 +42,7 @@ from tfxd.kubeflow.replay.ir import (
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.outcome import new_run_id
+from tfxd.pipeline.run.records import read_training_report
 
 TaskCallback = Callable[[str, dict[str, Any]], None]
 
@@ -281,11 +280,7 @@ class _Tasks:
         """The plan the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE)."""
         trained = self.results.get("Trainer")  # the baseline task produces a Model too
         models = trained.artifacts.get("model") if trained else None
-        path = os.path.join(models[0]["uri"], keys.TRAINING_REPORT_FILE) if models else ""
-        if not os.path.isfile(path):
-            return None
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle).get("plan")
+        return read_training_report(models[0]["uri"]).get("plan") if models else None
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         write_json(os.path.join(self.replay.run_dir, "summary.json"), summary, sort_keys=True, default=str)

@@ -89,7 +89,12 @@ def examples_report(records: RunRecords) -> dict[str, Any]:
 def training_report(records: RunRecords) -> dict[str, Any]:
     """The plan, final metrics and per-epoch history the Trainer wrote next to the model this run used."""
     model = records.artifact("Trainer", "model")
-    path = os.path.join(model.uri, keys.TRAINING_REPORT_FILE) if model is not None else ""
+    return read_training_report(model.uri) if model is not None else {}
+
+
+def read_training_report(model_uri: str) -> dict[str, Any]:
+    """keys.TRAINING_REPORT_FILE beside the model in ``model_uri`` (the chief's run_fn writes it); {} if none."""
+    path = os.path.join(model_uri, keys.TRAINING_REPORT_FILE)
     if not os.path.exists(path):
         return {}
     with open(path) as handle:

@@ -95,11 +95,6 @@ def _check_kubeflow_trainer(kubeflow, problems: Problems) -> None:
     if trainer.resources.ps.gpu:
         problems.add((*at, "resources", "ps", "gpu"), "parameter servers hold variables and compute nothing: "
                      "a GPU there is never used", "put GPUs under resources.worker")
-    for kind in ("worker", "ps"):
-        memory = getattr(trainer.resources, kind).memory
-        if memory and memory.endswith("m"):
-            problems.add((*at, "resources", kind, "memory"), f"memory {memory!r} is in thousandths of a byte",
-                         "use Mi or Gi, e.g. 512Mi")
     if trainer.parameter_servers and trainer.clean_pod_policy == "None":
         problems.add((*at, "clean_pod_policy"), "parameter servers (and, under ParameterServer, the workers) "
                      "serve until they are stopped: with clean_pod_policy None they keep running, and holding "
@@ -122,10 +117,14 @@ def _check_kubeflow(spec: Spec, problems: Problems) -> None:
     if kubeflow.schedule and kubeflow.schedule.timezone not in cron.KFP_TIMEZONES:
         problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time zone: "
                      "their cron is read in the cluster's time (UTC)", "use timezone: UTC and write the cron in UTC")
-    for component, resources in kubeflow.resources.items():
+    requests = [(("resources", component), resources) for component, resources in kubeflow.resources.items()]
+    if kubeflow.trainer.needs_tfjob:
+        requests += [(("trainer", "resources", kind), getattr(kubeflow.trainer.resources, kind))
+                     for kind in ("worker", "ps")]
+    for at, resources in requests:
         if resources.memory and resources.memory.endswith("m"):
-            problems.add(("targets", "kubeflow", "resources", component, "memory"),
-                         f"memory {resources.memory!r} is in thousandths of a byte", "use Mi or Gi, e.g. 512Mi")
+            problems.add(("targets", "kubeflow", *at, "memory"), f"memory {resources.memory!r} is in thousandths "
+                         "of a byte", "use Mi or Gi, e.g. 512Mi")
 
 
 def _check_files(loaded: LoadedSpec, problems: Problems) -> None:

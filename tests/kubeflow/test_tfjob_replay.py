@@ -24,7 +24,7 @@ import yaml
 from tests.kubeflow.kfp_rules import backend_problems
 from tests.pipeline.run.test_run_taxi import example_project
 from tfxd.kubeflow.replay import runner
-from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE
+from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE, this_python
 from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
 
 WORKERS = ("targets.kubeflow.trainer.workers=2", "training.steps=60")
@@ -124,8 +124,7 @@ def _trainer_task(replayed, tmp_path: Path, change) -> dict:
 
 
 def _here(container: dict) -> list[str]:
-    """A replica's command with this interpreter for the image's `python`."""
-    return [sys.executable, *container["command"][1:], *container["args"]]
+    return this_python([*container["command"], *container["args"]])
 
 
 def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, cwd: str) -> subprocess.Popen:

@@ -97,14 +97,12 @@ class Script:
     """A controller: each created job's pods and status follow ``steps`` [(seconds, pods' phases or a
     callback)]."""
 
-    def __init__(self, steps=(), on_create=None) -> None:
-        self.steps, self.on_create, self.api = list(steps), on_create, None
+    def __init__(self, steps=()) -> None:
+        self.steps, self.api = list(steps), None
         self.jobs: list[dict[str, Any]] = []
 
     def created(self, job: dict[str, Any]) -> None:
         self.jobs.append(job)
-        if self.on_create:
-            self.on_create(job)
         threading.Thread(target=self._play, args=(job,), daemon=True).start()
 
     def deleted(self, job: dict[str, Any]) -> None:
@@ -118,13 +116,12 @@ class Script:
             step(self.api, job)
 
 
-def pods(states: dict[tuple[str, int], tuple[str, dict[str, Any]]], extra: dict[str, Any] | None = None):
+def pods(states: dict[tuple[str, int], tuple[str, dict[str, Any]]]):
     """A step that sets replica pods: (kind, index) -> (phase, container state)."""
 
     def step(api: KubeApi, job: dict[str, Any]) -> None:
         for (kind, index), (phase, state) in states.items():
             pod = training_operator.pod(job, kind, index, phase, state)
-            pod["status"].update(extra or {})
             log = api.logs.get((NAMESPACE, pod["metadata"]["name"]))
             api.put_pod(pod, log)
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
