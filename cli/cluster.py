@@ -145,7 +145,9 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
         console.error(str(exc))
         sys.exit(1)
     console.info(f"replay {summary['run_id']} of {summary['pipeline']}: {summary['run_dir']}")
-    if summary.get("blessed"):
+    if summary["status"] == "skipped":
+        console.info(f"skipped: {summary['reason']} (on the cluster, the run stops at ExampleGen with this line)")
+    elif summary.get("blessed"):
         console.success(f"blessed; pushed to {summary['pushed_destination']} (on the cluster: "
                         f"{summary.get('pushed_destination_on_cluster')})" if summary.get("pushed")
                         else "blessed")
@@ -158,6 +160,8 @@ def _show_task(name: str, event: dict[str, Any]) -> None:
         console.step(f"{name} ...")
     elif event["status"] == "failed":
         console.error(f"{name} failed ({event['seconds']:.1f} s)")
+    elif event["status"] == "skipped":
+        console.info(f"{name}: {event['error']}")
     else:
         console.success(f"{name} {event['status']} ({event['seconds']:.1f} s)")
 

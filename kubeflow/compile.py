@@ -21,8 +21,10 @@ import json
 from typing import Any
 
 import yaml
+from kfp import dsl
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
+from tfxd.components.example_gen.executor import SCHEDULE_TIME_KEY
 from tfxd.files import write_atomic
 from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -46,6 +48,8 @@ def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     root = Placement(loaded, target).pipeline_root()
     if target == "kubeflow":
         _for_kubeflow(job["pipelineSpec"], loaded, root)
+    if spec.data.span_pattern is not None:
+        _schedule_time(job["pipelineSpec"])
     job["runtimeConfig"]["gcsOutputDirectory"] = root
     return job
 
@@ -60,6 +64,16 @@ def _for_kubeflow(pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str) 
         executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
         if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
             task["cachingOptions"] = {"enableCache": False}
+
+
+def _schedule_time(pipeline_spec: dict[str, Any]) -> None:
+    """With spans in data.path, ExampleGen reads by the run's scheduled time (`{span: scheduled}`): Vertex
+    and KFP (2.17 on) substitute the placeholder only in a task input whose constant is exactly it. It is
+    never cached, as its input is the data: the cache key would hold the parameters, not the new span."""
+    task = pipeline_spec["root"]["dag"]["tasks"]["ExampleGen"]
+    task["inputs"]["parameters"][SCHEDULE_TIME_KEY] = {
+        "runtimeValue": {"constant": dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER}}
+    task["cachingOptions"] = {"enableCache": False}
 
 
 def _set_defaults(pipeline_spec: dict[str, Any], values: dict[str, Any]) -> None:

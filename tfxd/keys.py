@@ -12,6 +12,12 @@ from __future__ import annotations
 # Trainer takes the train split's size; the run summary reports both.
 SPLIT_COUNTS_PROPERTY = "tfxd_split_counts"
 BAD_RECORDS_PROPERTY = "tfxd_bad_records"
+# With spans in data.path: JSON list of the spans read, as they read in the path (2026-11-23, or 42).
+# Transform carries it on; the Trainer records it beside the model (tfxd.pushed.DATA_RECORD_FILE).
+SPANS_PROPERTY = "tfxd_spans"
+# ExampleValidator's anomalies artifact, with validation.drift: JSON {span, previous_span, columns: {column:
+# {distance, threshold, measure}}, beyond: the columns past their threshold}. The run summary reports it.
+DRIFT_PROPERTY = "tfxd_drift"
 
 # Transform's custom_config, written by pipeline.assembly: the spec's features and label, every default
 # filled in. The generic preprocessing_fn compiles them; the feature description reads them.
@@ -25,7 +31,7 @@ FEATURE_INFO_FILE = "tfxd_features.json"
 
 class TrainerConfig:
     """Keys of the Trainer's custom_config. pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and TFJOB;
-    the Trainer executor adds TRAIN_EXAMPLES and BACKUP_DIR at run time; run_fn reads them all."""
+    the Trainer executor adds TRAIN_EXAMPLES, BACKUP_DIR and SPANS at run time; run_fn reads them all."""
 
     SPEC = "spec"  # the resolved spec's Trainer sections, as a dict
     LOCAL_CLUSTER = "local_cluster"  # targets.local.trainer ({workers, parameter_servers}) or None
@@ -33,6 +39,7 @@ class TrainerConfig:
     TRAIN_EXAMPLES = "train_examples"  # the train split's size, for `training.epochs`
     BACKUP_DIR = "backup_dir"  # BackupAndRestore's folder, the same for a retry of the same training
     TFJOB = "tfjob"  # targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob.py)
+    SPANS = "spans"  # the spans the examples came from (keys.SPANS_PROPERTY), recorded beside the model
 
 
 # The exported model's signatures: serving on serialized raw tf.Examples, and the transform graph alone,

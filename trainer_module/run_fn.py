@@ -15,7 +15,7 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import keys, tf_env
+from tfxd import keys, pushed, tf_env
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy
 
@@ -101,6 +101,8 @@ def run_fn(fn_args) -> dict[str, Any]:
               "metrics": {k: float(v[-1]) for k, v in history.history.items()}}
     if plan.is_chief:
         export.write_report(fn_args.serving_model_dir, result)
+        if CONFIG.SPANS in config:
+            pushed.write_data_record(fn_args.serving_model_dir, {"spans": config[CONFIG.SPANS]})
     return result
 
 

@@ -1,10 +1,8 @@
 """Find the Evaluator's baseline in the push destination: the newest model there that is not the candidate.
 
-Pusher pushes a model only when the Evaluator blessed it, each into `<destination>/<unix time>/`
-(saved_model.pb written last), so the newest complete version there is the latest blessed model of the
-pipeline, as TFX's latest-blessed-model resolver finds it in ML Metadata. Reading the destination
-needs nothing but the bucket the pipeline already writes: no metadata service address, the same on
-every Kubeflow installation and in `tfxd replay`. A version whose SavedModel is the candidate's own
+The newest complete version there is the latest blessed model of the pipeline (tfxd.pushed), as
+TFX's latest-blessed-model resolver finds it in ML Metadata; reading the destination needs no metadata
+service address, the same on every Kubeflow installation and in `tfxd replay`. A version whose SavedModel is the candidate's own
 (the same model pushed by an earlier run) is passed over, as locally (pipeline.assembly.baseline): a
 model is never its own baseline.
 
@@ -23,21 +21,13 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
+from tfxd import pushed
+
 CANDIDATE_KEY = "candidate"
 MODEL_KEY = "model"
 PUSH_DESTINATION_KEY = "push_destination"
 SOURCE_PROPERTY = "tfxd_baseline_source"  # where the copied baseline was pushed, on the output model
 _IDENTITY_FILES = ("fingerprint.pb", "saved_model.pb")  # TF writes fingerprint.pb since 2.12
-
-
-def pushed_versions(destination: str) -> list[str]:
-    """The complete pushed models under ``destination``, newest first."""
-    if not fileio.exists(destination):
-        return []
-    names = [name.rstrip("/") for name in fileio.listdir(destination)]
-    versions = sorted((name for name in names if name.isdigit()), key=int, reverse=True)
-    return [os.path.join(destination, name) for name in versions
-            if fileio.exists(os.path.join(destination, name, "saved_model.pb"))]
 
 
 def identity(saved_model_dir: str) -> str | None:
@@ -54,7 +44,7 @@ class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         candidate = identity(path_utils.serving_model_path(artifact_utils.get_single_uri(input_dict[CANDIDATE_KEY])))
         output = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
-        for version in pushed_versions(exec_properties[PUSH_DESTINATION_KEY]):
+        for version in pushed.versions(exec_properties[PUSH_DESTINATION_KEY]):
             if candidate is not None and identity(version) == candidate:
                 logging.info("tfxd baseline: %s is the candidate itself, passed over", version)
                 continue

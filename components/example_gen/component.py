@@ -21,7 +21,9 @@ from tfxd.components.example_gen import executor
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     PARAMETERS = {**standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
-                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
+                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+                  executor.SPAN_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  executor.SCHEDULE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
 
 
 class QueryExampleGenSpec(standard_component_specs.QueryBasedExampleGenSpec):
@@ -36,14 +38,17 @@ class ExampleGen(FileBasedExampleGen):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, input_base: str, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
-                 reader_config: dict[str, Any]) -> None:
+                 reader_config: dict[str, Any], span: Any = "", schedule_time: str = "") -> None:
+        """``span``: a span overriding the reader config's choice ("" or a RuntimeParameter on a cluster);
+        ``schedule_time``: the time `{span: scheduled}` reads by (RFC 3339; "" for now)."""
         spec = ExampleGenSpec(
             input_base=input_base, input_config=input_config, output_config=output_config,
             custom_config=None, range_config=None,
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), executor.SPAN_KEY: span,
+               executor.SCHEDULE_TIME_KEY: schedule_time})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
 
 

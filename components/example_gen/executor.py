@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 import apache_beam as beam
+from absl import logging
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
@@ -21,11 +22,14 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from tfxd import keys
+from tfxd import keys, pushed, spans
 from tfxd.components.example_gen import records
 
 READER_CONFIG_KEY = "reader_config"
+SPAN_KEY = "tfxd_span"  # a span overriding data.spans: the compiled pipeline's `span` parameter
+SCHEDULE_TIME_KEY = "tfxd_schedule_time"  # what `{span: scheduled}` reads by
 REPORT_DIR_KEY = "_tfxd_report_dir"
+FILES_KEY = "_tfxd_files"  # with spans: JSON {split ("" for ratio splits): the chosen spans' files}
 _BAD = "bad"
 BAD_RECORDS_FILE = "bad_records.json"
 SPLIT_COUNTS_FILE = "split_counts.json"
@@ -160,7 +164,8 @@ def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], s
         rows = [pipeline | "Query" >> bigquery.ReadQuery(split_pattern, config.get("project"))]
         bad: list = []
     else:
-        files = list_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern)
+        files = (json.loads(exec_properties[FILES_KEY])[""] if exec_properties.get(FILES_KEY)
+                 else list_files(exec_properties[standard_component_specs.INPUT_BASE_KEY], split_pattern))
         rows, bad = _read_files(pipeline, config, {"input": files})
     examples = _to_examples(rows, bad, config, exec_properties.get(REPORT_DIR_KEY))
     return examples | "DropSplit" >> beam.Values()
@@ -194,7 +199,8 @@ class Executor(BaseExampleGenExecutor):
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-        files = {split.name: list_files(base, split.pattern) for split in input_config.splits}
+        chosen = json.loads(exec_properties.get(FILES_KEY) or "{}")
+        files = {split.name: chosen.get(split.name) or list_files(base, split.pattern) for split in input_config.splits}
         rows, bad = _read_files(pipeline, config, files)
         pairs = _to_examples(rows, bad, config, exec_properties.get(REPORT_DIR_KEY))
         names = list(files)
@@ -208,6 +214,9 @@ class Executor(BaseExampleGenExecutor):
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
             exec_properties = _as_the_driver_would(exec_properties, examples)
+        span_config = json.loads(exec_properties[READER_CONFIG_KEY]).get("spans")
+        if span_config:
+            exec_properties = _with_spans(exec_properties, span_config, examples)
         super().Do(input_dict, output_dict, exec_properties)
         counts = _read_json(os.path.join(report_dir, SPLIT_COUNTS_FILE))
         bad = _read_json(os.path.join(report_dir, BAD_RECORDS_FILE))
@@ -236,6 +245,75 @@ def _as_the_driver_would(exec_properties: dict[str, Any], examples) -> dict[str,
         examples.set_string_custom_property(example_gen_utils.FINGERPRINT_PROPERTY_NAME,
                                             resolved[example_gen_utils.FINGERPRINT_PROPERTY_NAME])
     return resolved
+
+
+class NoNewDataFound(records.InputError):
+    """The spans to read are the ones the latest blessed model was trained on (data.on_no_new_data)."""
+
+    def __init__(self, message: str, skip: bool) -> None:
+        super().__init__(message)
+        self.skip = skip
+
+
+def _with_spans(exec_properties: dict[str, Any], config: dict[str, Any], examples) -> dict[str, Any]:
+    """Pick the spans to read (tfxd.spans), list their files per split, stamp the examples with them, and
+    stop when they are what the latest blessed model was trained on (unless data.on_no_new_data: train)."""
+    pattern = spans.SpanPattern.parse(config["path"])
+    choice = config["choice"]
+    override = (exec_properties.get(SPAN_KEY) or "").strip()
+    try:
+        if override:
+            choice = {"span": pattern.span_of(override)}
+        elif isinstance(choice, dict) and "scheduled" in choice:
+            day, source = spans.scheduled_day(exec_properties.get(SCHEDULE_TIME_KEY) or "", choice["scheduled"])
+            logging.info("tfxd ExampleGen: span: scheduled reads %s (%s, offset %+d days)", day, source,
+                         choice["scheduled"])
+            choice = {"span": spans.date_span(day)}
+        chosen = spans.select(pattern, pattern.find(fileio.glob), choice)
+    except spans.SpanError as exc:
+        raise records.InputError(str(exc)) from None
+    labels = [pattern.label(found.span) for found in chosen]
+    input_config = example_gen_pb2.Input()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+    user_patterns = config.get("splits") or {}
+    files: dict[str, list[str]] = {}
+    for split in input_config.splits:
+        name = split.name if user_patterns else ""
+        wanted = [user_patterns[split.name]] if user_patterns else []
+        files[name] = []
+        for found in chosen:
+            in_span = pattern.files(found, wanted, fileio.glob, fileio.isdir)
+            if not in_span:
+                raise records.InputError(f"span {pattern.label(found.span)} ({found.root}) has no data file"
+                                         + (f" matching {wanted[0]}" if wanted else ""))
+            files[name] += in_span
+    logging.info("tfxd ExampleGen: spans %s", ", ".join(map(str, labels)))
+    _check_new_data(config, labels)
+    resolved = {**exec_properties, FILES_KEY: json.dumps(files),
+                example_gen_utils.SPAN_PROPERTY_NAME: chosen[-1].span,
+                example_gen_utils.VERSION_PROPERTY_NAME: chosen[-1].version}
+    example_gen_driver.update_output_artifact(resolved, examples.mlmd_artifact)
+    examples.span = chosen[-1].span  # the newest span read; all of them in keys.SPANS_PROPERTY
+    if chosen[-1].version is not None:
+        examples.version = chosen[-1].version
+    examples.set_string_custom_property(keys.SPANS_PROPERTY, json.dumps(labels))
+    return resolved
+
+
+def _check_new_data(config: dict[str, Any], labels: list[Any]) -> None:
+    policy = config["on_no_new_data"]
+    if policy == "train":
+        return
+    for version in pushed.versions(config["pushed_to"]):
+        trained_on = pushed.data_record(version).get("spans")
+        if trained_on is None:
+            return  # a model from before spans were recorded: nothing to compare with
+        if trained_on == labels:
+            what = ("nothing to train (data.on_no_new_data: skip)" if policy == "skip"
+                    else "data.on_no_new_data is fail")
+            raise NoNewDataFound(f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones "
+                                 f"the latest blessed model ({version}) was trained on; {what}", policy == "skip")
+        return
 
 
 def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:

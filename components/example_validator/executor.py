@@ -8,13 +8,23 @@ import os
 from absl import logging
 from tfx.components.example_validator import executor as tfx_validator
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import io_utils
+
+from tfxd import keys
+from tfxd.components.example_validator import drift
 
 FAIL_ON_ANOMALIES_KEY = "fail_on_anomalies"
 GATED_COLUMNS_KEY = "gated_columns"
+DRIFT_KEY = "drift"
+EXAMPLES_KEY = "examples"
 
 
 class AnomaliesFound(RuntimeError):
     """The data does not match the schema; the message lists each anomaly in plain words."""
+
+
+class DriftFound(RuntimeError):
+    """The new span's distribution moved beyond validation.drift's thresholds; names columns and numbers."""
 
 
 def describe(anomalies, columns: set[str] | None = None) -> list[str]:
@@ -44,8 +54,51 @@ def read_anomalies(artifact, split: str):
 class Executor(tfx_validator.Executor):
     def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
         result = super().Do(input_dict, output_dict, exec_properties)
-        if not exec_properties.get(FAIL_ON_ANOMALIES_KEY):
-            return result
+        if exec_properties.get(FAIL_ON_ANOMALIES_KEY):
+            self._gate_anomalies(output_dict, exec_properties)
+        config = json.loads(exec_properties.get(DRIFT_KEY) or "null")
+        if config and input_dict.get(EXAMPLES_KEY):
+            self._gate_drift(input_dict, output_dict, exec_properties, config)
+            if result is not None:  # TFX's executor returns a copy of its output: publish the drift too
+                published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
+                published[0].CopyFrom(artifact_utils.get_single_instance(
+                    output_dict[standard_component_specs.ANOMALIES_KEY]).mlmd_artifact)
+        return result
+
+    def _gate_drift(self, input_dict, output_dict, exec_properties, config) -> None:
+        examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
+        spans = json.loads(examples.get_string_custom_property(keys.SPANS_PROPERTY) or "[]")
+        if not spans:
+            return
+        newest = str(spans[-1])
+        statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
+        current_path = os.path.join(artifact_utils.get_split_uri([statistics], drift.TRAIN), drift.STATISTICS_FILE)
+        previous = drift.previous_span(config["store"], newest)
+        record: dict = {"span": newest, "previous_span": previous, "columns": {}, "beyond": {}}
+        if previous is None:
+            logging.info("tfxd drift: no statistics of a span before %s in %s yet: nothing to compare with",
+                         newest, config["store"])
+        else:
+            schema_dir = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
+            schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_dir))
+            record["columns"] = drift.distances(
+                drift.read(current_path), drift.read(os.path.join(config["store"], previous, drift.STATISTICS_FILE)),
+                schema, config["threshold"], config["features"],
+                set(json.loads(exec_properties.get(GATED_COLUMNS_KEY) or "null") or []) or None)
+            record["beyond"] = drift.beyond(record["columns"])
+        artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.ANOMALIES_KEY])
+        artifact.set_string_custom_property(keys.DRIFT_PROPERTY, json.dumps(record, sort_keys=True))
+        if record["beyond"]:
+            moved = "; ".join(f"{column}: {value['measure']} distance {value['distance']:.4f} > threshold "
+                              f"{value['threshold']:g}" for column, value in sorted(record["beyond"].items()))
+            text = f"the data drifted between span {previous} and span {newest}: {moved}"
+            if config["action"] == "fail":
+                raise DriftFound(f"{text}. Check the new span's data; if the change is real, raise the threshold "
+                                 "(validation.drift.features) or set validation.drift.action: warn")
+            logging.warning("tfxd drift: %s (validation.drift.action: warn)", text)
+        drift.keep(config["store"], newest, current_path)
+
+    def _gate_anomalies(self, output_dict, exec_properties) -> None:
         artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.ANOMALIES_KEY])
         gated = json.loads(exec_properties.get(GATED_COLUMNS_KEY) or "null")
         columns = set(gated) if gated else None
@@ -60,4 +113,3 @@ class Executor(tfx_validator.Executor):
             raise AnomaliesFound(
                 "the data does not match the schema:" + "".join(f"{os.linesep}  - {line}" for line in lines)
                 + f"{os.linesep}Fix the data, update validation.schema, or set validation.fail_on_anomalies: false.")
-        return result

@@ -90,6 +90,9 @@ class Executor(GenericExecutor):
         counts = examples.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
         if counts:
             config[CONFIG.TRAIN_EXAMPLES] = json.loads(counts).get("train")
+        read = examples.get_string_custom_property(keys.SPANS_PROPERTY)
+        if read:
+            config[CONFIG.SPANS] = json.loads(read)
         config[CONFIG.BACKUP_DIR] = _backup_dir(input_dict, output_dict, exec_properties)
         return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
 

@@ -28,13 +28,14 @@ def _without_deep_copy():
         Context.get_use_deep_copy_optimization = original
 
 
-def _carry_split_counts(input_dict, output_dict) -> None:
-    """Transformed examples are the examples one for one: they carry ExampleGen's split counts on."""
+def _carry_properties(input_dict, output_dict) -> None:
+    """Transformed examples are the examples one for one: they carry ExampleGen's split counts and spans on."""
     source = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
-    counts = source.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
-    for target in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
-        if counts:
-            target.set_string_custom_property(keys.SPLIT_COUNTS_PROPERTY, counts)
+    for key in (keys.SPLIT_COUNTS_PROPERTY, keys.SPANS_PROPERTY):
+        value = source.get_string_custom_property(key)
+        for target in output_dict.get(standard_component_specs.TRANSFORMED_EXAMPLES_KEY, []):
+            if value:
+                target.set_string_custom_property(key, value)
 
 
 class Executor(tfx_transform.Executor):
@@ -43,7 +44,7 @@ class Executor(tfx_transform.Executor):
 
         with _without_deep_copy():
             super().Do(input_dict, output_dict, exec_properties)
-        _carry_split_counts(input_dict, output_dict)
+        _carry_properties(input_dict, output_dict)
         graph_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
         config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "null") or {}
         feature_info.write(graph_dir, feature_info.describe(tft.TFTransformOutput(graph_dir), config))

@@ -21,12 +21,14 @@ reaches a cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
 from collections.abc import Callable
 from typing import Any
 
+from tfxd import keys
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.ir import (
@@ -41,7 +43,7 @@ from tfxd.kubeflow.replay.ir import (
 )
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
-from tfxd.pipeline.run.outcome import new_run_id
+from tfxd.pipeline.run.outcome import new_run_id, skipped_for_no_new_data
 from tfxd.pipeline.run.records import read_training_report
 
 TaskCallback = Callable[[str, dict[str, Any]], None]
@@ -59,6 +61,7 @@ class _Tasks:
         self.launcher = Launcher(replay, self.localize, self.index)
         self.results: dict[str, TaskResult] = {}
         self.rows: list[dict[str, Any]] = []
+        self.skipped: str | None = None  # why the run stopped early with nothing to do
 
     # --- helpers over the spec
 
@@ -171,6 +174,11 @@ class _Tasks:
                     row["status"] = "imported"
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
+                skipped = skipped_for_no_new_data(str(exc)) if isinstance(exc, TaskFailed) else None
+                if skipped:  # on the cluster the run ends here too, its ExampleGen failed with this line
+                    row["status"], self.skipped = "skipped", skipped
+                    self.on_task(name, {"event": "end", **row, "error": skipped})
+                    break
                 self.on_task(name, {"event": "end", **row, "error": str(exc)})
                 summary = self.summary()
                 self._write_summary(summary)
@@ -259,8 +267,10 @@ class _Tasks:
             "parameters": self.replay.parameters,
             "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else "as compiled",
             "tasks": self.rows,
-            "status": "failed" if any(row["status"] == "failed" for row in self.rows) else (
-                "ok" if all(row["status"] != "not run" for row in self.rows) else "not run"),
+            "status": "failed" if any(row["status"] == "failed" for row in self.rows) else "skipped" if self.skipped
+            else "ok" if all(row["status"] != "not run" for row in self.rows) else "not run",
+            **({"reason": self.skipped} if self.skipped else {}),
+            "examples": self._examples(),
             "artifacts": {f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
                           for key, uris in (row.get("outputs") or {}).items() if uris},
             "evaluation": evaluation["uri"] if evaluation else None,
@@ -275,6 +285,13 @@ class _Tasks:
             "strategy": self._training_plan(),
             "notes": self.launcher.notes,
         }
+
+    def _examples(self) -> dict[str, Any]:
+        """The spans ExampleGen read (with spans in data.path), as in a local run's summary."""
+        made = self.results.get("ExampleGen")
+        records = made.artifacts.get("examples") if made else None
+        spans = records[0].get("metadata", {}).get(keys.SPANS_PROPERTY) if records else None
+        return {"spans": json.loads(spans)} if spans else {}
 
     def _training_plan(self) -> dict[str, Any] | None:
         """The plan the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE)."""

@@ -8,11 +8,12 @@ import ast
 import glob
 import math
 import os
+import posixpath
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from tfxd import expressions, keys
+from tfxd import expressions, keys, spans
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.data_files import column_uses
 from tfxd.pipeline.spec.errors import format_path
@@ -62,11 +63,29 @@ def example_gen_config(loaded: LoadedSpec, project: str | None = None) -> Exampl
         return ExampleGenConfig(None, [("single_split", data.query or "")], hash_buckets(data.ratios), reader,
                                 data.split_key)
     path = loaded.resolve(data.path or "")
+    if data.span_pattern is not None:
+        return _span_example_gen_config(loaded, path, reader)
     if data.ratios:
         base, pattern = _base_and_pattern(path)
         return ExampleGenConfig(base, [("single_split", pattern)], hash_buckets(data.ratios), reader,
                                 data.split_key)
     return ExampleGenConfig(path.rstrip("/"), list(data.patterns.items()), [], reader, None)
+
+
+def _span_example_gen_config(loaded: LoadedSpec, path: str, reader: dict[str, Any]) -> ExampleGenConfig:
+    """A path with spans: the executor picks the spans (tfxd.spans) and reads their files; TFX is given the
+    folder before the first placeholder and every span's files as a wildcard, which its driver
+    fingerprints. The reader's ``spans`` gets the pattern itself from the assembly, placed for the target."""
+    data = loaded.spec.data
+    pattern = spans.SpanPattern.parse(path)
+    everything = spans.PLACEHOLDER.sub("*", path)[len(pattern.base):].strip("/")
+    reader = {**reader, "spans": {"choice": data.span_choice(), "on_no_new_data": data.on_no_new_data,
+                                  "splits": data.patterns}}
+    if data.ratios:
+        return ExampleGenConfig(pattern.base, [("single_split", everything)], hash_buckets(data.ratios), reader,
+                                data.split_key)
+    splits = [(name, posixpath.join(everything, split_pattern)) for name, split_pattern in data.patterns.items()]
+    return ExampleGenConfig(pattern.base, splits, [], reader, None)
 
 
 def data_checks(loaded: LoadedSpec) -> dict[str, Any]:

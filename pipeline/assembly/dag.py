@@ -5,6 +5,8 @@ or for a target to compile for (pipeline.spec.placement says where its files are
 
 from __future__ import annotations
 
+import datetime
+import posixpath
 from typing import Any
 
 from google.protobuf import json_format
@@ -45,6 +47,8 @@ RESOLVER = "latest_blessed_model_resolver"
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
 TRAIN_ARGS_PARAMETER = "train_args"
+DRIFT_STORE = "tfxd_span_statistics"  # under the pipeline root: the drift gate's statistics per span
+SPAN_PARAMETER = "span"  # with spans in data.path: the span to read ("" for the spec's data.spans)
 EVAL_ARGS_PARAMETER = "eval_args"
 
 
@@ -61,12 +65,15 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     else:
         schema_gen = ImportSchemaGen(schema_file=place.path(spec.validation.schema_))
     schema = schema_gen.outputs["schema"]
-    validator = ExampleValidator(statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies,
-                                 columns_read(loaded))
+    drift = spec.validation.drift
+    validator = ExampleValidator(
+        statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies, columns_read(loaded),
+        drift={**drift.model_dump(), "store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if drift else None,
+        examples=examples if drift else None)
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
     transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
                           custom_config=transform_config(loaded))
-    if spec.validation.fail_on_anomalies:
+    if spec.validation.fail_on_anomalies or (drift and drift.action == "fail"):
         transform.add_upstream_node(validator)  # the gate: nothing is transformed from data that failed it
     trainer = _trainer(loaded, place, transform, schema)
     model = trainer.outputs["model"]
@@ -80,7 +87,12 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     for name, component in zip(COMPONENTS, named, strict=True):
         component.with_id(name)
     ordered = [*named[:6], resolver, *named[6:]]
-    return ordered if to is None else ordered[: [n.id for n in ordered].index(to) + 1]
+    if to is None:
+        return ordered
+    kept = ordered[: [n.id for n in ordered].index(to) + 1]
+    if transform not in kept and transform in validator.downstream_nodes:
+        transform.remove_upstream_node(validator)  # `--to ExampleValidator`: the gate with nothing behind it
+    return kept
 
 
 def _example_gen(loaded: LoadedSpec, place: Placement):
@@ -98,7 +110,18 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
         example_gen_pb2.Output())
     if spec.data.format == "bigquery":
         return BigQueryExampleGen(input_config, output_config, config.reader)
-    return ExampleGen(place.where(config.input_base or ""), input_config, output_config, config.reader)
+    reader, span, schedule_time = config.reader, "", ""
+    if "spans" in reader:
+        # the pattern and the push destination as the executor sees them; on a cluster the span is a runtime
+        # parameter and the schedule time a placeholder (kubeflow/compile.py); locally, the run's start
+        reader = {**reader, "spans": {**reader["spans"], "path": place.path(spec.data.path or ""),
+                                      "pushed_to": place.push_to()}}
+        if place.on_cluster:
+            span = data_types.RuntimeParameter(name=SPAN_PARAMETER, ptype=str, default="")
+        else:
+            schedule_time = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    return ExampleGen(place.where(config.input_base or ""), input_config, output_config, reader, span,
+                      schedule_time)
 
 
 def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
@@ -131,16 +154,20 @@ def runtime_parameters(spec: Spec) -> dict[str, str]:
     """The compiled pipeline's parameters and their values from the spec."""
     train = trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0)
     evaluate = trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps)
-    return {name: json_format.MessageToJson(args, sort_keys=True, indent=None)
-            for name, args in ((TRAIN_ARGS_PARAMETER, train), (EVAL_ARGS_PARAMETER, evaluate))}
+    values = {name: json_format.MessageToJson(args, sort_keys=True, indent=None)
+              for name, args in ((TRAIN_ARGS_PARAMETER, train), (EVAL_ARGS_PARAMETER, evaluate))}
+    if spec.data.span_pattern is not None:
+        values[SPAN_PARAMETER] = ""
+    return values
 
 
 def _steps(spec: Spec, place: Placement) -> tuple[Any, Any]:
     if not place.on_cluster:
         return (trainer_pb2.TrainArgs(num_steps=spec.training.steps or 0),
                 trainer_pb2.EvalArgs(num_steps=spec.training.eval_steps))
-    return tuple(data_types.RuntimeParameter(name=name, ptype=str, default=value)
-                 for name, value in runtime_parameters(spec).items())
+    values = runtime_parameters(spec)
+    return tuple(data_types.RuntimeParameter(name=name, ptype=str, default=values[name])
+                 for name in (TRAIN_ARGS_PARAMETER, EVAL_ARGS_PARAMETER))
 
 
 def _baseline_resolver(model, place: Placement):

@@ -103,6 +103,8 @@ def _banner(summary: dict) -> str:
     evaluated = bool(evaluation) or statuses.get("Evaluator") in ("ran", "cached")
     if failed:
         css, text = "failed", "Run failed in " + ", ".join(escape(n) for n in failed)
+    elif summary.get("status") == "skipped":
+        css, text = "notevaluated", "Skipped: " + escape(str(summary.get("reason") or "nothing to do"))
     elif blessed is True:
         css, text = "blessed", "Model blessed"
     elif evaluated:
@@ -153,6 +155,10 @@ def _data(summary: dict) -> str:
     out = ["<h2>Data</h2>"]
     examples = as_dict(summary.get("examples"))
     splits = as_dict(examples.get("splits"))
+    spans = as_list(examples.get("spans"))
+    if spans:
+        out.append(f"<p>Span{'s' if len(spans) > 1 else ''} read: "
+                   f"<span class=\"mono\">{escape(', '.join(map(str, spans)))}</span></p>")
     if splits:
         out.append(table(["split", "examples"], [[(escape(k), False), (fmt(v), True)] for k, v in splits.items()]))
     else:
@@ -167,8 +173,24 @@ def _data(summary: dict) -> str:
             out.append(table(["reason", "records"], [[(escape(k), False), (fmt(v), True)] for k, v in bad.items()]))
     elif examples:
         out.append("<p>Bad records skipped: 0</p>")
+    out.append(_drift(as_dict(summary.get("drift"))))
     out.append(statistics.section(as_dict(summary.get("artifacts")).get("statistics"), list(splits)))
     return "\n".join(out)
+
+
+def _drift(drift: dict) -> str:
+    """validation.drift's distances per column against the previous span."""
+    columns = as_dict(drift.get("columns"))
+    if not drift:
+        return ""
+    if not columns:
+        return f"<p>Drift: no earlier span than {escape(str(drift.get('span')))} to compare with yet.</p>"
+    rows = [[(escape(name), False), (escape(str(value.get("measure"))), False), (fmt(value.get("distance")), True),
+             (fmt(value.get("threshold")), True), ("beyond" if value.get("distance", 0) > value.get("threshold", 1)
+                                                   else "ok", False)]
+            for name, value in sorted(columns.items())]
+    return (f"<p>Drift from span {escape(str(drift.get('previous_span')))} to span {escape(str(drift.get('span')))}:"
+            "</p>" + table(["column", "measure", "distance", "threshold", ""], rows))
 
 
 # ---------------------------------------------------------------- anomalies

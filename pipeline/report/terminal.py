@@ -20,10 +20,17 @@ def show(summary: dict[str, Any]) -> None:
     examples = summary.get("examples") or {}
     if examples.get("splits"):
         splits = ", ".join(f"{name} {count}" for name, count in examples["splits"].items())
-        console.info(f"examples: {splits}")
+        spans = examples.get("spans")
+        console.info(f"examples: {splits}" + (f" (span{'s' if len(spans) > 1 else ''} "
+                                              f"{', '.join(map(str, spans))})" if spans else ""))
     if examples.get("bad_records"):
         reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
         console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
+    drift = summary.get("drift") or {}
+    if drift.get("columns"):
+        widest = max(drift["columns"].items(), key=lambda item: item[1]["distance"])
+        console.info(f"drift from span {drift['previous_span']} to {drift['span']}: largest {widest[0]} "
+                     f"{widest[1]['distance']:.4f} (threshold {widest[1]['threshold']:g})")
     plan = summary.get("strategy")
     if plan:
         console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "

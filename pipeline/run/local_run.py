@@ -25,7 +25,14 @@ from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
 from tfxd.pipeline.run import lock, metadata, records, unfinished
-from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted, new_run_id, root_cause, shortened
+from tfxd.pipeline.run.outcome import (
+    RunFailed,
+    RunInterrupted,
+    new_run_id,
+    root_cause,
+    shortened,
+    skipped_for_no_new_data,
+)
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -186,7 +193,16 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
             raise RunInterrupted(None, False, paths.log)
         raise RunFailed("tfxd", _reason(failure), paths.log)
     summary = _summary(loaded, paths, tfx, started)
-    summary["status"] = "interrupted" if interrupted else "failed" if failure is not None else "ok"
+    skipped = None if interrupted or failure is None else skipped_for_no_new_data(str(failure))
+    if skipped is not None:  # data.on_no_new_data: skip - not a failure: the run did what it was asked
+        failure = None
+        summary["reason"] = skipped
+        console.info(skipped)
+        for component in summary["components"]:
+            if component["status"] == "failed":
+                component["status"] = "skipped"
+    summary["status"] = ("interrupted" if interrupted else "failed" if failure is not None
+                         else "skipped" if skipped is not None else "ok")
     if interrupted:
         for component in summary["components"]:
             if component["status"] == "failed":  # the execution Ctrl-C left RUNNING
@@ -226,6 +242,7 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
                      if key in training},
         "evaluation": evaluation,
         "anomalies": records.anomalies_report(run),
+        "drift": records.drift_report(run),
         "blessed": bool(evaluation.get("blessed")),
         "pushed_to": records.pushed_to(run),
         "artifacts": records.artifact_uris(run),

@@ -34,6 +34,17 @@ class RunInterrupted(Exception):
         self.component = component
 
 
+# ExampleGen's NoNewDataFound under `data.on_no_new_data: skip` (components/example_gen/executor.py),
+# found in the text of whatever wrapped it (TFX, Beam, a task's log)
+_NO_NEW_DATA = re.compile(r"no new data: .*?; nothing to train \(data\.on_no_new_data: skip\)")
+
+
+def skipped_for_no_new_data(text: str) -> str | None:
+    """The one line a run stopped with because there was no new data to train on, or None."""
+    found = _NO_NEW_DATA.search(text)
+    return found.group(0) if found else None
+
+
 # a line that starts an error report: `SomeError: message`, `pkg.mod.SomeException: ...`, `... Exit: ...`
 _ERROR_LINE = re.compile(r"^([A-Za-z_][\w.]*(Error|Exception|Found|Failed|Exit)): (.+)")
 REASON_LIMIT = 2000

@@ -82,8 +82,12 @@ def examples_report(records: RunRecords) -> dict[str, Any]:
     if not counts:
         return {}
     bad = json.loads(_custom(examples, keys.BAD_RECORDS_PROPERTY) or "{}")
-    return {"splits": json.loads(counts), "bad_records": bad, "bad_records_total": sum(bad.values()),
-            "uri": examples.uri}
+    report = {"splits": json.loads(counts), "bad_records": bad, "bad_records_total": sum(bad.values()),
+              "uri": examples.uri}
+    spans = _custom(examples, keys.SPANS_PROPERTY)
+    if spans:
+        report["spans"] = json.loads(spans)
+    return report
 
 
 def training_report(records: RunRecords) -> dict[str, Any]:
@@ -110,6 +114,13 @@ def anomalies_report(records: RunRecords) -> list[str]:
     for split in artifact_utils.decode_split_names(artifact.split_names):
         lines += [f"split {split}: {line}" for line in describe(read_anomalies(artifact, split))]
     return lines
+
+
+def drift_report(records: RunRecords) -> dict[str, Any]:
+    """The drift gate's distances per column against the previous span (validation.drift), {} without."""
+    artifact = records.artifact("ExampleValidator", "anomalies")
+    text = _custom(artifact, keys.DRIFT_PROPERTY) if artifact is not None else None
+    return json.loads(text) if text else {}
 
 
 def evaluation_report(records: RunRecords) -> dict[str, Any]:

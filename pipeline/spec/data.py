@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
 from typing import Any, Literal
@@ -15,12 +16,46 @@ from pydantic import (
     model_validator,
 )
 
+from tfxd import spans as span_patterns
 from tfxd.metrics import TASKS
 from tfxd.pipeline.spec.base import IDENTIFIER, SPLIT_NAME, Section, check_expression, drop_keys
 from tfxd.pipeline.spec.errors import Problems
 from tfxd.transforms import OPTIONS, TRANSFORMS, taking
 
 Task = Literal[TASKS]  # type: ignore[valid-type]
+
+
+class Spans(Section):
+    """Which spans of a path with {SPAN} or {YYYY}{MM}{DD} a run reads, other than the latest."""
+
+    window: int | None = Field(None, ge=1, description="read the N newest spans together")
+    span: str | int | datetime.date | None = Field(
+        None, description="one span: a date (2026-11-23) or a number (42), or `scheduled`: the run's "
+        "scheduled time (plus offset_days)")
+    offset_days: int | None = Field(None, description="with span: scheduled, days added to the scheduled "
+                                    "date (-1: the day before)")
+
+    @model_validator(mode="after")
+    def _check(self) -> Spans:
+        problems = Problems()
+        if (self.window is None) == (self.span is None):
+            problems.add((), "data.spans takes `window: N` or `span: VALUE`, one of them",
+                         "e.g. spans: {window: 7}, spans: {span: 2026-11-23} or spans: {span: scheduled}")
+        if isinstance(self.span, datetime.date):
+            self.span = self.span.isoformat()
+        if self.offset_days is not None and self.span != span_patterns.SCHEDULED:
+            problems.add(("offset_days",), "`offset_days` applies to `span: scheduled` only",
+                         "remove `offset_days`, or set `span: scheduled`")
+        problems.raise_if_any()
+        return self
+
+    def choice(self, pattern: span_patterns.SpanPattern) -> dict[str, int]:
+        """As the ExampleGen executor takes it: {"window": N}, {"span": N} or {"scheduled": offset}."""
+        if self.window is not None:
+            return {"window": self.window}
+        if self.span == span_patterns.SCHEDULED:
+            return {"scheduled": self.offset_days or 0}
+        return {"span": pattern.span_of(self.span)}  # type: ignore[arg-type]
 
 
 class Data(Section):
@@ -35,6 +70,22 @@ class Data(Section):
         description="ratios summing to 1 ({train: 0.8, eval: 0.2}) or file patterns under path")
     split_key: str | None = Field(None, min_length=1, description="the column hashed to pick a record's split")
     bad_records: Literal["fail", "skip"] = "fail"
+    spans: Literal["latest"] | Spans = Field(
+        "latest", description="with {SPAN} or {YYYY}{MM}{DD} in path: latest | {window: N} | {span: VALUE}")
+    on_no_new_data: Literal["skip", "fail", "train"] = Field(
+        "skip", description="when the spans to read are the ones the latest blessed model was trained on")
+
+    @property
+    def span_pattern(self) -> span_patterns.SpanPattern | None:
+        """The spans in `path` (None: a path without placeholders; an invalid one never validates)."""
+        if not self.path or not span_patterns.has_placeholders(self.path):
+            return None
+        return span_patterns.SpanPattern.parse(self.path)
+
+    def span_choice(self) -> dict[str, int] | str:
+        """`spans` as the ExampleGen executor takes it: "latest", {"window": N}, {"span": N}, {"scheduled": d}."""
+        pattern = self.span_pattern
+        return "latest" if self.spans == "latest" or pattern is None else self.spans.choice(pattern)
 
     @property
     def ratios(self) -> dict[str, float]:
@@ -61,8 +112,34 @@ class Data(Section):
             if self.query is not None:
                 problems.add(("query",), "`query` is only for format bigquery", "remove `query`")
         self._check_splits(problems)
+        self._check_spans(problems)
         problems.raise_if_any()
         return self
+
+    def _check_spans(self, problems: Problems) -> None:
+        pattern = None
+        if self.path and span_patterns.has_placeholders(self.path):
+            try:
+                pattern = span_patterns.SpanPattern.parse(self.path)
+            except span_patterns.SpanError as exc:
+                problems.add(("path",), str(exc), span_patterns.HINT)
+                return
+        if self.spans == "latest":
+            return
+        if pattern is None:
+            problems.add(("spans",), "data.spans needs spans in the path, and it has none",
+                         "put {SPAN} or {YYYY}-{MM}-{DD} in data.path where the span's folder or file name "
+                         "varies (e.g. data/{YYYY}-{MM}-{DD}/*.csv), or remove data.spans")
+            return
+        if self.spans.span == span_patterns.SCHEDULED and not pattern.dated:
+            problems.add(("spans", "span"), "`span: scheduled` reads the scheduled date, and the path has "
+                         "{SPAN}, not a date", "use {YYYY}{MM}{DD} in data.path, or give the span number")
+            return
+        if self.spans.span is not None and self.spans.span != span_patterns.SCHEDULED:
+            try:
+                pattern.span_of(self.spans.span)
+            except span_patterns.SpanError as exc:
+                problems.add(("spans", "span"), str(exc), "give the span as it reads in the path")
 
     def _check_splits(self, problems: Problems) -> None:
         if not self.splits:
@@ -97,10 +174,32 @@ class Data(Section):
                          "make the ratios add up to 1, e.g. {train: 0.8, eval: 0.2}")
 
 
+class Drift(Section):
+    """The gate between spans: TFDV's distance between this run's train statistics and the previous span's
+    (L-infinity for string columns, Jensen-Shannon divergence for numbers), per column."""
+
+    threshold: float = Field(0.1, gt=0, le=1, description="the largest distance allowed, for every column")
+    features: dict[str, float] = Field(default_factory=dict,
+                                       description="per-column thresholds, e.g. {fare: 0.05}; others: threshold")
+    action: Literal["fail", "warn"] = Field("fail", description="fail: stop before training; warn: log and go on")
+
+    @model_validator(mode="after")
+    def _check(self) -> Drift:
+        problems = Problems()
+        for name, value in self.features.items():
+            if not 0 < value <= 1:
+                problems.add(("features", name), f"drift threshold {value} is not in (0, 1]",
+                             "a distance between distributions lies in [0, 1]; e.g. 0.05")
+        problems.raise_if_any()
+        return self
+
+
 class Validation(Section):
     schema_: str = Field("infer", alias="schema", min_length=1,
                          description="infer | path to a schema.pbtxt")
     fail_on_anomalies: bool = True
+    drift: Drift | None = Field(None, description="compare each span with the previous one (needs spans in "
+                                "data.path): {threshold: 0.1, features: {fare: 0.05}, action: fail}")
 
     model_config = ConfigDict(populate_by_name=True)
 

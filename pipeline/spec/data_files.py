@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tfxd import expressions
+from tfxd import expressions, spans
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.data import Data
 from tfxd.pipeline.spec.document import Spec
@@ -36,6 +36,12 @@ def find(data: Data, resolve: Callable[[str], str]) -> DataFiles:
     absolute by ``resolve``, and their columns."""
     if not data.path or is_uri(data.path):
         return DataFiles(None, None)
+    if data.span_pattern is not None:
+        try:
+            files = span_files(data, resolve)
+        except spans.SpanError:  # `validate` reports it (span_files again)
+            return DataFiles([], None)
+        return DataFiles(files, _columns(data.format, files))
     path = resolve(data.path)
     if os.path.isdir(path):
         patterns = list(data.patterns.values()) or ["*"]
@@ -44,6 +50,23 @@ def find(data: Data, resolve: Callable[[str], str]) -> DataFiles:
         files = sorted(glob.glob(path)) if glob.has_magic(path) else [path]
     files = [f for f in files if os.path.isfile(f) and not os.path.basename(f).startswith((".", "_"))]
     return DataFiles(files, _columns(data.format, files))
+
+
+def span_files(data: Data, resolve: Callable[[str], str]) -> list[str]:
+    """The local files of the spans a run would read now (a scheduled span: the latest, as its date is
+    known only when the run starts); SpanError when they are not there, or a span has no data file."""
+    pattern = spans.SpanPattern.parse(resolve(data.path or ""))
+    choice = data.span_choice()
+    chosen = spans.select(pattern, pattern.find(glob.glob),
+                          "latest" if isinstance(choice, dict) and "scheduled" in choice else choice)
+    files = []
+    for found in chosen:
+        in_span = pattern.files(found, list(data.patterns.values()), glob.glob, os.path.isdir)
+        if not in_span:
+            raise spans.SpanError(f"span {pattern.label(found.span)} ({found.root}) has no data file"
+                                  + (f" matching {', '.join(data.patterns.values())}" if data.patterns else ""))
+        files += in_span
+    return files
 
 
 def _columns(data_format: str, files: list[str]) -> tuple[str, list[str]] | None:
@@ -78,6 +101,9 @@ def column_uses(spec: Spec) -> list[tuple[tuple, str, str]]:
     if spec.data.split_key:
         uses.append((("data", "split_key"), spec.data.split_key, "split key"))
     uses += [(("data", "columns", column), column, "column") for column in spec.data.columns]
+    if spec.validation.drift is not None:
+        uses += [(("validation", "drift", "features", column), column, "drift column")
+                 for column in spec.validation.drift.features]
     for index, slice_columns in enumerate(spec.evaluation.slices):  # TFMA slices the raw examples
         uses += [(("evaluation", "slices", index, position), column, "slice column")
                  for position, column in enumerate(slice_columns)]

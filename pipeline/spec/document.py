@@ -109,6 +109,11 @@ class Spec(Section):
             problems.add(("beam", "runner"), "the dataflow runner takes its project, region, image and temp "
                          "location from targets.vertex, which the spec does not have",
                          "add targets.vertex (project, region, image, root)")
+        if self.validation.drift is not None and self.data.span_pattern is None:
+            problems.add(("validation", "drift"), "the drift gate compares each span of the data with the "
+                         "previous one, and data.path has no spans",
+                         "put {YYYY}-{MM}-{DD} or {SPAN} in data.path (see README, Retraining on new data), "
+                         "or remove validation.drift")
         for metric, threshold in self.evaluation.thresholds.items():
             _check_threshold(metric, threshold, problems)
             if metric not in (self.evaluation.metrics or []):

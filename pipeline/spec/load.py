@@ -12,6 +12,7 @@ import re
 
 from pydantic import ValidationError
 
+from tfxd import spans
 from tfxd.files import is_uri
 from tfxd.pipeline.spec import cron, data_files, overrides, yaml_source
 from tfxd.pipeline.spec.document import Spec
@@ -130,7 +131,14 @@ def _check_kubeflow(spec: Spec, problems: Problems) -> None:
 def _check_files(loaded: LoadedSpec, problems: Problems) -> None:
     spec = loaded.spec
     data = spec.data
-    if data.path is not None and not is_uri(data.path):
+    if data.span_pattern is not None and not is_uri(data.path or ""):
+        try:
+            data_files.span_files(data, loaded.resolve)
+        except spans.SpanError as exc:
+            problems.add(("data", "path" if data.spans == "latest" else "spans"), str(exc),
+                         "relative paths are relative to the spec file; a span is a folder or file whose "
+                         "name matches data.path")
+    elif data.path is not None and not is_uri(data.path):
         base = loaded.resolve(data.path)
         if glob.has_magic(base):
             if not glob.glob(base):

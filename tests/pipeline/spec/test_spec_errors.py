@@ -194,6 +194,32 @@ CASES = [
      "slice column 'xx' is not a column of data.csv"),
     ("feature-expr-column-missing", edit("    transform: zscore", "    expr: 'x * cty'\n    transform: zscore"), 8,
      "features[0].expr", "column 'cty' is not a column of data.csv"),
+    # spans in data.path (tfxd.spans)
+    ("span-date-width", edit("path: data.csv", "path: 'd/{YYYY:4}-{MM}-{DD}.csv'"), 5, "data.path",
+     "a date placeholder takes no width"),
+    ("span-unknown-placeholder", edit("path: data.csv", "path: 'd/{DATE}/x.csv'"), 5, "data.path",
+     "{DATE} in d/{DATE}/x.csv is not a placeholder"),
+    ("span-no-data", edit("path: data.csv", "path: 'days/{YYYY}-{MM}-{DD}.csv'"), 5, "data.path",
+     "no data matches"),
+    ("spans-without-placeholders", edit("  path: data.csv\n", "  path: data.csv\n  spans: {window: 3}\n"), 6,
+     "data.spans", "data.spans needs spans in the path"),
+    ("spans-window-and-span", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n  spans: {window: 3, span: 4}\n"),
+     6, "data.spans", "takes `window: N` or `span: VALUE`, one of them"),
+    ("spans-window-zero", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n  spans: {window: 0}\n"), 6,
+     "data.spans.window", "greater than or equal to 1"),
+    ("spans-offset-not-scheduled", edit("  path: data.csv\n", "  path: 'd/{YYYY}{MM}{DD}.csv'\n  spans:\n"
+                                        "    span: 2026-11-23\n    offset_days: -1\n"), 8,
+     "data.spans.offset_days", "applies to `span: scheduled` only"),
+    ("spans-scheduled-needs-a-date", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n  spans: {span: scheduled}\n"),
+     6, "data.spans.span", "reads the scheduled date, and the path has {SPAN}"),
+    ("drift-without-spans", BASE_SPEC + "validation:\n  drift: {threshold: 0.2}\n", 20, "validation.drift",
+     "compares each span of the data with the previous one, and data.path has no spans"),
+    ("drift-threshold-above-one", BASE_SPEC + "validation:\n  drift:\n    threshold: 1.5\n", 21,
+     "validation.drift.threshold", "less than or equal to 1"),
+    ("drift-column-threshold", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n") + "validation:\n  drift:\n"
+     "    features: {x: 0}\n", 21, "validation.drift.features.x", "drift threshold 0.0 is not in (0, 1]"),
+    ("spans-span-not-a-date", edit("  path: data.csv\n", "  path: 'd/{YYYY}-{MM}-{DD}'\n  spans: {span: 42}\n"), 6,
+     "data.spans.span", "span '42' is not a date YYYY-MM-DD"),
 ]
 
 

@@ -1,0 +1,79 @@
+"""The drift gate between spans: this run's train statistics against the previous span's, by TFDV.
+
+StatisticsGen's artifacts live per run, and on Kubeflow no resolver can find the previous run's, so the
+gate keeps its own record in the pipeline root, which every runner writes: `<store>/<span>/` holds the
+train statistics of the run that last passed the gate with that span (the newest span read, for a
+window). The previous span is the newest one there older than the newest span read now. Distances are
+TFDV's drift comparator's: L-infinity for string columns, Jensen-Shannon divergence for numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from tfx.dsl.io import fileio
+
+STATISTICS_FILE = "FeatureStats.pb"
+TRAIN = "train"
+
+
+def _order(label: str) -> tuple[int, str]:
+    """Spans as stored (2026-11-23, or 42) in their order."""
+    return (int(label), "") if label.isdigit() else (0, label)
+
+
+def previous_span(store: str, newest: str) -> str | None:
+    if not fileio.exists(store):
+        return None
+    older = [name.rstrip("/") for name in fileio.listdir(store)
+             if _order(name.rstrip("/")) < _order(newest)
+             and fileio.exists(os.path.join(store, name.rstrip("/"), STATISTICS_FILE))]
+    return max(older, key=_order) if older else None
+
+
+def read(path: str):
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+    from tfx.utils import io_utils
+
+    return statistics_pb2.DatasetFeatureStatisticsList.FromString(io_utils.read_bytes_file(path))
+
+
+def keep(store: str, span: str, statistics_path: str) -> None:
+    """Record this span's train statistics, written whole before they are seen (a copy, then a rename)."""
+    target = os.path.join(store, span)
+    fileio.makedirs(target)
+    partial = os.path.join(target, f".{STATISTICS_FILE}.partial")
+    fileio.copy(statistics_path, partial, overwrite=True)
+    fileio.rename(partial, os.path.join(target, STATISTICS_FILE), overwrite=True)
+
+
+def distances(current, previous, schema, threshold: float, per_column: dict[str, float],
+              columns: set[str] | None) -> dict[str, Any]:
+    """{column: {distance, threshold, measure}} for the ``columns`` (those the pipeline reads; None: every
+    column of ``schema``) both statistics describe: a column nothing reads may move freely."""
+    import tensorflow_data_validation as tfdv
+    from tensorflow_metadata.proto.v0 import schema_pb2
+
+    schema = schema_pb2.Schema.FromString(schema.SerializeToString())  # a copy to set comparators on
+    for feature in schema.feature:
+        if columns is not None and feature.name not in columns:
+            continue
+        limit = per_column.get(feature.name, threshold)
+        if feature.type == schema_pb2.BYTES:
+            feature.drift_comparator.infinity_norm.threshold = limit
+        elif feature.type in (schema_pb2.INT, schema_pb2.FLOAT):
+            feature.drift_comparator.jensen_shannon_divergence.threshold = limit
+    anomalies = tfdv.validate_statistics(current, schema, previous_statistics=previous)
+    found = {}
+    for info in anomalies.drift_skew_info:
+        column = ".".join(info.path.step)
+        for measurement in info.drift_measurements:
+            found[column] = {"distance": round(measurement.value, 6), "threshold": measurement.threshold,
+                             "measure": "L-infinity" if measurement.type == measurement.L_INFTY
+                             else "Jensen-Shannon"}
+    return found
+
+
+def beyond(found: dict[str, Any]) -> dict[str, Any]:
+    return {column: value for column, value in found.items() if value["distance"] > value["threshold"]}

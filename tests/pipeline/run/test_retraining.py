@@ -1,0 +1,151 @@
+"""Retraining on new data, for real: taxi rows in one folder per day under data/{YYYY}-{MM}-{DD}/. The
+newest day is read; a new day is read alone; nothing new trains nothing (or fails, when asked); a
+window reads the newest days together; a given day reads that day; a missing day is refused naming
+its path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, write_spec
+from tests.pipeline.run.test_run_taxi import statuses, summaries, tfxd
+
+SPEC = """\
+tfxd: 1
+name: daily-tips
+data:
+  format: csv
+  path: data/{YYYY}-{MM}-{DD}/*.csv
+features:
+  - {name: trip_miles, transform: zscore}
+  - {name: fare, transform: zscore}
+  - {name: company, transform: vocabulary, top_k: 50}
+label: {name: big_tipper, expr: "tips > fare * 0.2", task: binary}
+training: {batch_size: 32, steps: 20, eval_steps: 5, seed: 1}
+evaluation:
+  thresholds: {binary_accuracy: {min: 0.3}}
+beam: {workers: 1}
+"""
+ROWS_PER_DAY = 400
+
+
+def add_day(project: Path, day: str, index: int) -> None:
+    lines = (REPO / "examples" / "data" / "taxi" / "data.csv").read_text().splitlines()
+    folder = project / "data" / day
+    folder.mkdir(parents=True)
+    rows = lines[1 + index * ROWS_PER_DAY: 1 + (index + 1) * ROWS_PER_DAY]
+    (folder / "trips.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+
+
+@pytest.fixture(scope="module")
+def daily(tmp_path_factory):
+    project = tmp_path_factory.mktemp("daily")
+    for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
+        add_day(project, day, index)
+    write_spec(project, SPEC)
+    return project
+
+
+def _last(project: Path) -> dict:
+    return summaries(project, "daily-tips")[-1]
+
+
+def test_each_run_trains_on_the_new_day_and_nothing_new_trains_nothing(daily):
+    first = tfxd("run", "spec.yaml", cwd=daily)
+    assert first.returncode == 0, first.stdout + first.stderr
+    summary = _last(daily)
+    assert summary["examples"]["spans"] == ["2026-11-22"]
+    assert sum(summary["examples"]["splits"].values()) == ROWS_PER_DAY
+    assert summary["blessed"] and summary["pushed_to"]
+    record = Path(summary["pushed_to"]) / "assets.extra" / "tfxd_data.json"
+    assert json.loads(record.read_text()) == {"spans": ["2026-11-22"]}
+    assert "(span 2026-11-22)" in first.stdout
+    assert "Span read: <span class=\"mono\">2026-11-22</span>" in Path(summary["report"]).read_text()
+
+    add_day(daily, "2026-11-23", 3)
+    second = tfxd("run", "spec.yaml", cwd=daily)
+    assert second.returncode == 0, second.stdout + second.stderr
+    summary = _last(daily)
+    assert summary["examples"]["spans"] == ["2026-11-23"] and statuses(summary)["ExampleGen"] == "ran"
+    assert statuses(summary)["Trainer"] == "ran" and summary["blessed"]
+
+    third = tfxd("run", "spec.yaml", cwd=daily)
+    assert third.returncode == 0, third.stdout + third.stderr
+    summary = _last(daily)
+    assert summary["status"] == "skipped"
+    assert summary["reason"].startswith("no new data: the spans to read (2026-11-23) are the ones the latest "
+                                        "blessed model (")
+    assert summary["reason"] in third.stdout.replace("\n", " ") or "no new data" in third.stdout
+    assert statuses(summary) == {"ExampleGen": "skipped", **{name: "not run" for name in list(statuses(summary))[1:]}}
+    assert "Skipped: no new data" in Path(summary["report"]).read_text()
+
+    refused = tfxd("run", "spec.yaml", "--set", "data.on_no_new_data=fail", cwd=daily)
+    assert refused.returncode == 1
+    assert "ExampleGen failed: " in refused.stderr and "data.on_no_new_data is fail" in refused.stderr
+
+
+def test_a_window_reads_the_newest_days_together_and_a_given_day_reads_that_day(daily):
+    if not (daily / "data" / "2026-11-23").exists():
+        add_day(daily, "2026-11-23", 3)
+    window = tfxd("run", "spec.yaml", "--to", "ExampleGen", "--set", "data.spans={window: 2}", cwd=daily)
+    assert window.returncode == 0, window.stdout + window.stderr
+    summary = _last(daily)
+    assert summary["examples"]["spans"] == ["2026-11-22", "2026-11-23"]
+    assert sum(summary["examples"]["splits"].values()) == 2 * ROWS_PER_DAY
+
+    given = tfxd("run", "spec.yaml", "--to", "ExampleGen", "--set", "data.spans.span=2026-11-20", cwd=daily)
+    assert given.returncode == 0, given.stdout + given.stderr
+    assert _last(daily)["examples"]["spans"] == ["2026-11-20"]
+
+    runs = len(summaries(daily, "daily-tips"))
+    missing = tfxd("run", "spec.yaml", "--set", "data.spans.span=2026-11-19", cwd=daily)
+    assert missing.returncode == 2
+    assert f"no data for span 2026-11-19: nothing matches {daily}/data/2026-11-19/*.csv" in missing.stderr
+    assert "present: 2026-11-20, 2026-11-21, 2026-11-22, 2026-11-23" in missing.stderr
+    assert len(summaries(daily, "daily-tips")) == runs  # refused before anything ran
+
+    (daily / "data" / "2026-11-24").mkdir()
+    (daily / "data" / "2026-11-24" / "_SUCCESS").write_text("")
+    empty = tfxd("validate", "spec.yaml", cwd=daily)
+    assert empty.returncode == 2
+    assert f"span 2026-11-24 ({daily}/data/2026-11-24) has no data file" in empty.stderr
+
+
+def test_the_drift_gate_stops_a_shifted_day_with_the_numbers_and_passes_under_a_higher_threshold(tmp_path):
+    import csv
+
+    for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
+        add_day(tmp_path, day, index)
+    shifted = tmp_path / "data" / "2026-11-22" / "trips.csv"
+    rows = list(csv.DictReader(shifted.read_text().splitlines()))
+    for row in rows:
+        row["fare"] = f"{float(row['fare'] or 0) * 3 + 20:.2f}"  # the meter changed
+    with shifted.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    write_spec(tmp_path, SPEC + "validation:\n  drift: {threshold: 0.9, features: {fare: 0.2}}\n")
+
+    first = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "data.spans.span=2026-11-21", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert _last(tmp_path)["drift"] == {"span": "2026-11-21", "previous_span": None, "columns": {}, "beyond": {}}
+
+    stopped = tfxd("run", "spec.yaml", cwd=tmp_path)
+    assert stopped.returncode == 1
+    message = stopped.stderr.replace("\n", " ")
+    assert "ExampleValidator failed: the data drifted between span 2026-11-21 and span 2026-11-22: fare: " \
+           "Jensen-Shannon distance " in message and "> threshold 0.2" in message
+    assert statuses(_last(tmp_path))["Transform"] == "not run"  # stopped before training
+
+    passed = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "validation.drift.features.fare=0.99",
+                  cwd=tmp_path)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    drift = _last(tmp_path)["drift"]
+    assert (drift["span"], drift["previous_span"], drift["beyond"]) == ("2026-11-22", "2026-11-21", {})
+    fare = drift["columns"]["fare"]
+    assert fare["measure"] == "Jensen-Shannon" and 0.2 < fare["distance"] < 0.99 and fare["threshold"] == 0.99
+    assert drift["columns"]["company"]["measure"] == "L-infinity"
+    assert "drift from span 2026-11-21 to 2026-11-22" in passed.stdout

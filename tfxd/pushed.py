@@ -1,0 +1,47 @@
+"""The push destination as the record of blessed models: Pusher pushes a model only when the Evaluator
+blessed it, each into `<destination>/<unix time>/` (saved_model.pb written last), so the newest complete
+version there is the pipeline's latest blessed model on every runner, with nothing but the bucket the
+pipeline already writes. Beside each model, in its SavedModel's assets.extra (copied with it, ignored by
+TF Serving), the Trainer leaves what it was trained on: the Evaluator's baseline (components/baseline)
+and ExampleGen's "no new data" check read them here."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+# inside the serving model's folder: {"spans": [...]} (the run_fn writes it, keys.TrainerConfig.SPANS)
+DATA_RECORD_FILE = os.path.join("assets.extra", "tfxd_data.json")
+
+
+def versions(destination: str) -> list[str]:
+    """The complete pushed models under ``destination``, newest first."""
+    from tfx.dsl.io import fileio  # start-up: the ground loads TFX's file systems only when asked
+
+    if not fileio.exists(destination):
+        return []
+    names = [name.rstrip("/") for name in fileio.listdir(destination)]
+    numbered = sorted((name for name in names if name.isdigit()), key=int, reverse=True)
+    return [os.path.join(destination, name) for name in numbered
+            if fileio.exists(os.path.join(destination, name, "saved_model.pb"))]
+
+
+def data_record(serving_model_dir: str) -> dict[str, Any]:
+    """What the model at ``serving_model_dir`` was trained on ({} when it says nothing)."""
+    from tfx.dsl.io import fileio  # start-up: as above
+
+    path = os.path.join(serving_model_dir, DATA_RECORD_FILE)
+    if not fileio.exists(path):
+        return {}
+    with fileio.open(path, "r") as handle:
+        return json.loads(handle.read())
+
+
+def write_data_record(serving_model_dir: str, record: dict[str, Any]) -> None:
+    from tfx.dsl.io import fileio  # start-up: as above
+
+    path = os.path.join(serving_model_dir, DATA_RECORD_FILE)
+    fileio.makedirs(os.path.dirname(path))
+    with fileio.open(path, "w") as handle:
+        handle.write(json.dumps(record, sort_keys=True))
