@@ -97,6 +97,11 @@ class SpanPattern:
         return (self.path, "") if slash < 0 else (self.path[:slash], self.path[slash + 1:])
 
     @property
+    def rest(self) -> str:
+        """What follows the span's own folder or file in the path ("" when the path ends there)."""
+        return self._split[1]
+
+    @property
     def base(self) -> str:
         """The folder before the first placeholder: nothing in it varies with the span."""
         first = PLACEHOLDER.search(self.path).start()  # type: ignore[union-attr]

@@ -124,6 +124,12 @@ class Data(Section):
             except span_patterns.SpanError as exc:
                 problems.add(("path",), str(exc), span_patterns.HINT)
                 return
+        if pattern is not None and self.patterns and pattern.rest:
+            problems.add(("path",), f"with file-pattern splits, data.path ends at the span's folder, and "
+                         f"{self.path} goes on past it ({pattern.rest!r})",
+                         f"use path: {self.path[: len(self.path) - len(pattern.rest)].rstrip('/')} and put "
+                         f"{pattern.rest!r} into each split's pattern")
+            return
         if self.spans == "latest":
             return
         if pattern is None:

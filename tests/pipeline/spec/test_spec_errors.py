@@ -212,6 +212,9 @@ CASES = [
      "data.spans.offset_days", "applies to `span: scheduled` only"),
     ("spans-scheduled-needs-a-date", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n  spans: {span: scheduled}\n"),
      6, "data.spans.span", "reads the scheduled date, and the path has {SPAN}"),
+    ("spans-split-patterns-past-the-span", edit("  path: data.csv\n", "  path: 'd/{SPAN}/*.csv'\n  splits: "
+                                               "{train: 'train/*', eval: 'eval/*'}\n"), 5, "data.path",
+     "with file-pattern splits, data.path ends at the span's folder"),
     ("drift-without-spans", BASE_SPEC + "validation:\n  drift: {threshold: 0.2}\n", 20, "validation.drift",
      "compares each span of the data with the previous one, and data.path has no spans"),
     ("drift-threshold-above-one", BASE_SPEC + "validation:\n  drift:\n    threshold: 1.5\n", 21,
