@@ -185,6 +185,18 @@ class SpanPattern:
         files = sorted({path for pattern in wanted for path in glob(pattern)})
         return [path for path in files if not isdir(path) and not os.path.basename(path).startswith((".", "_"))]
 
+    def files_of(self, chosen: Sequence[Found], patterns: Sequence[str], glob: Glob, isdir: IsDir) -> list[str]:
+        """The data files of every span ``chosen`` (as files() finds them); SpanError naming a span that
+        has none: an empty span folder is a partition that did not land whole."""
+        found_files = []
+        for found in chosen:
+            in_span = self.files(found, patterns, glob, isdir)
+            if not in_span:
+                raise SpanError(f"span {self.label(found.span)} ({found.root}) has no data file"
+                                + (f" matching {', '.join(patterns)}" if patterns else ""))
+            found_files += in_span
+        return found_files
+
 
 def scheduled_day(schedule_time: str, offset_days: int) -> tuple[datetime.date, str]:
     """The day a run reads under `{span: scheduled}`: its schedule time (RFC 3339, as Vertex and KFP pass

@@ -270,23 +270,15 @@ def _with_spans(exec_properties: dict[str, Any], config: dict[str, Any], example
                          choice["scheduled"])
             choice = {"span": spans.date_span(day)}
         chosen = spans.select(pattern, pattern.find(fileio.glob), choice)
+        input_config = example_gen_pb2.Input()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        user_patterns = config.get("splits") or {}  # file-pattern splits: each reads its own files
+        files = {split.name if user_patterns else "": pattern.files_of(
+            chosen, [user_patterns[split.name]] if user_patterns else [], fileio.glob, fileio.isdir)
+            for split in input_config.splits}
     except spans.SpanError as exc:
         raise records.InputError(str(exc)) from None
     labels = [pattern.label(found.span) for found in chosen]
-    input_config = example_gen_pb2.Input()
-    proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
-    user_patterns = config.get("splits") or {}
-    files: dict[str, list[str]] = {}
-    for split in input_config.splits:
-        name = split.name if user_patterns else ""
-        wanted = [user_patterns[split.name]] if user_patterns else []
-        files[name] = []
-        for found in chosen:
-            in_span = pattern.files(found, wanted, fileio.glob, fileio.isdir)
-            if not in_span:
-                raise records.InputError(f"span {pattern.label(found.span)} ({found.root}) has no data file"
-                                         + (f" matching {wanted[0]}" if wanted else ""))
-            files[name] += in_span
     logging.info("tfxd ExampleGen: spans %s", ", ".join(map(str, labels)))
     _check_new_data(config, labels)
     resolved = {**exec_properties, FILES_KEY: json.dumps(files),
@@ -301,19 +293,15 @@ def _with_spans(exec_properties: dict[str, Any], config: dict[str, Any], example
 
 
 def _check_new_data(config: dict[str, Any], labels: list[Any]) -> None:
+    """Compare with the newest pushed model only: the latest blessed one (tfxd.pushed). A model that
+    recorded no spans (from before spans were recorded) compares with nothing."""
     policy = config["on_no_new_data"]
-    if policy == "train":
+    latest = next(iter(pushed.versions(config["pushed_to"])), None) if policy != "train" else None
+    if latest is None or pushed.data_record(latest).get("spans") != labels:
         return
-    for version in pushed.versions(config["pushed_to"]):
-        trained_on = pushed.data_record(version).get("spans")
-        if trained_on is None:
-            return  # a model from before spans were recorded: nothing to compare with
-        if trained_on == labels:
-            what = ("nothing to train (data.on_no_new_data: skip)" if policy == "skip"
-                    else "data.on_no_new_data is fail")
-            raise NoNewDataFound(f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones "
-                                 f"the latest blessed model ({version}) was trained on; {what}", policy == "skip")
-        return
+    what = "nothing to train (data.on_no_new_data: skip)" if policy == "skip" else "data.on_no_new_data is fail"
+    raise NoNewDataFound(f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones the latest "
+                         f"blessed model ({latest}) was trained on; {what}", policy == "skip")
 
 
 def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:

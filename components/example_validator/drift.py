@@ -26,17 +26,10 @@ def _order(label: str) -> tuple[int, str]:
 def previous_span(store: str, newest: str) -> str | None:
     if not fileio.exists(store):
         return None
-    older = [name.rstrip("/") for name in fileio.listdir(store)
-             if _order(name.rstrip("/")) < _order(newest)
-             and fileio.exists(os.path.join(store, name.rstrip("/"), STATISTICS_FILE))]
+    spans = [name.rstrip("/") for name in fileio.listdir(store)]
+    older = [span for span in spans if _order(span) < _order(newest)
+             and fileio.exists(os.path.join(store, span, STATISTICS_FILE))]
     return max(older, key=_order) if older else None
-
-
-def read(path: str):
-    from tensorflow_metadata.proto.v0 import statistics_pb2
-    from tfx.utils import io_utils
-
-    return statistics_pb2.DatasetFeatureStatisticsList.FromString(io_utils.read_bytes_file(path))
 
 
 def keep(store: str, span: str, statistics_path: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 
+import tensorflow_data_validation as tfdv
 from absl import logging
 from tfx.components.example_validator import executor as tfx_validator
 from tfx.types import artifact_utils, standard_component_specs
@@ -82,7 +83,8 @@ class Executor(tfx_validator.Executor):
             schema_dir = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
             schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_dir))
             record["columns"] = drift.distances(
-                drift.read(current_path), drift.read(os.path.join(config["store"], previous, drift.STATISTICS_FILE)),
+                tfdv.load_stats_binary(current_path),
+                tfdv.load_stats_binary(os.path.join(config["store"], previous, drift.STATISTICS_FILE)),
                 schema, config["threshold"], config["features"],
                 set(json.loads(exec_properties.get(GATED_COLUMNS_KEY) or "null") or []) or None)
             record["beyond"] = drift.beyond(record["columns"])

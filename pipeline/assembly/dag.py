@@ -47,9 +47,9 @@ RESOLVER = "latest_blessed_model_resolver"
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
 TRAIN_ARGS_PARAMETER = "train_args"
-DRIFT_STORE = "tfxd_span_statistics"  # under the pipeline root: the drift gate's statistics per span
-SPAN_PARAMETER = "span"  # with spans in data.path: the span to read ("" for the spec's data.spans)
 EVAL_ARGS_PARAMETER = "eval_args"
+SPAN_PARAMETER = "span"  # with spans in data.path: the span to read ("" for the spec's data.spans)
+DRIFT_STORE = "tfxd_span_statistics"  # under the pipeline root: the drift gate's statistics per span
 
 
 def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> list[Any]:

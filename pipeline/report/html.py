@@ -185,9 +185,9 @@ def _drift(drift: dict) -> str:
         return ""
     if not columns:
         return f"<p>Drift: no earlier span than {escape(str(drift.get('span')))} to compare with yet.</p>"
+    beyond = as_dict(drift.get("beyond"))  # the gate's own verdict, as it stopped the run or not
     rows = [[(escape(name), False), (escape(str(value.get("measure"))), False), (fmt(value.get("distance")), True),
-             (fmt(value.get("threshold")), True), ("beyond" if value.get("distance", 0) > value.get("threshold", 1)
-                                                   else "ok", False)]
+             (fmt(value.get("threshold")), True), ("beyond" if name in beyond else "ok", False)]
             for name, value in sorted(columns.items())]
     return (f"<p>Drift from span {escape(str(drift.get('previous_span')))} to span {escape(str(drift.get('span')))}:"
             "</p>" + table(["column", "measure", "distance", "threshold", ""], rows))

@@ -198,15 +198,12 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
         failure = None
         summary["reason"] = skipped
         console.info(skipped)
-        for component in summary["components"]:
-            if component["status"] == "failed":
-                component["status"] = "skipped"
     summary["status"] = ("interrupted" if interrupted else "failed" if failure is not None
                          else "skipped" if skipped is not None else "ok")
-    if interrupted:
+    if summary["status"] in ("interrupted", "skipped"):
         for component in summary["components"]:
-            if component["status"] == "failed":  # the execution Ctrl-C left RUNNING
-                component["status"] = "interrupted"
+            if component["status"] == "failed":  # the execution Ctrl-C left RUNNING, or ExampleGen's stop
+                component["status"] = summary["status"]
     summary["report"] = _write_report(summary, paths)
     write_json(paths.summary, summary)
     if interrupted:

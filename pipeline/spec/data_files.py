@@ -20,10 +20,12 @@ from tfxd.pipeline.spec.errors import Problems, closest
 @dataclass(frozen=True)
 class DataFiles:
     """``files`` None: the data is not local (BigQuery, a bucket). ``columns``: (the file read, its
-    columns), None where they cannot be told cheaply (jsonl, tfrecord, remote, unreadable)."""
+    columns), None where they cannot be told cheaply (jsonl, tfrecord, remote, unreadable).
+    ``span_problem``: why the spans a run would read are not there (data.path with spans), for `validate`."""
 
     files: list[str] | None
     columns: tuple[str, list[str]] | None
+    span_problem: str | None = None
 
     @property
     def size(self) -> int | None:
@@ -38,9 +40,9 @@ def find(data: Data, resolve: Callable[[str], str]) -> DataFiles:
         return DataFiles(None, None)
     if data.span_pattern is not None:
         try:
-            files = span_files(data, resolve)
-        except spans.SpanError:  # `validate` reports it (span_files again)
-            return DataFiles([], None)
+            files = _span_files(data, resolve)
+        except spans.SpanError as exc:
+            return DataFiles([], None, str(exc))
         return DataFiles(files, _columns(data.format, files))
     path = resolve(data.path)
     if os.path.isdir(path):
@@ -52,21 +54,14 @@ def find(data: Data, resolve: Callable[[str], str]) -> DataFiles:
     return DataFiles(files, _columns(data.format, files))
 
 
-def span_files(data: Data, resolve: Callable[[str], str]) -> list[str]:
+def _span_files(data: Data, resolve: Callable[[str], str]) -> list[str]:
     """The local files of the spans a run would read now (a scheduled span: the latest, as its date is
     known only when the run starts); SpanError when they are not there, or a span has no data file."""
     pattern = spans.SpanPattern.parse(resolve(data.path or ""))
     choice = data.span_choice()
     chosen = spans.select(pattern, pattern.find(glob.glob),
                           "latest" if isinstance(choice, dict) and "scheduled" in choice else choice)
-    files = []
-    for found in chosen:
-        in_span = pattern.files(found, list(data.patterns.values()), glob.glob, os.path.isdir)
-        if not in_span:
-            raise spans.SpanError(f"span {pattern.label(found.span)} ({found.root}) has no data file"
-                                  + (f" matching {', '.join(data.patterns.values())}" if data.patterns else ""))
-        files += in_span
-    return files
+    return pattern.files_of(chosen, list(data.patterns.values()), glob.glob, os.path.isdir)
 
 
 def _columns(data_format: str, files: list[str]) -> tuple[str, list[str]] | None:

@@ -12,7 +12,6 @@ import re
 
 from pydantic import ValidationError
 
-from tfxd import spans
 from tfxd.files import is_uri
 from tfxd.pipeline.spec import cron, data_files, overrides, yaml_source
 from tfxd.pipeline.spec.document import Spec
@@ -132,10 +131,8 @@ def _check_files(loaded: LoadedSpec, problems: Problems) -> None:
     spec = loaded.spec
     data = spec.data
     if data.span_pattern is not None and not is_uri(data.path or ""):
-        try:
-            data_files.span_files(data, loaded.resolve)
-        except spans.SpanError as exc:
-            problems.add(("data", "path" if data.spans == "latest" else "spans"), str(exc),
+        if loaded.data_files.span_problem:
+            problems.add(("data", "path" if data.spans == "latest" else "spans"), loaded.data_files.span_problem,
                          "relative paths are relative to the spec file; a span is a folder or file whose "
                          "name matches data.path")
     elif data.path is not None and not is_uri(data.path):
