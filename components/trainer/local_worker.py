@@ -3,8 +3,10 @@ pickled (input_dict, output_dict, exec_properties) on stdin."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import pickle
+import signal
 import sys
 import threading
 import time
@@ -16,6 +18,7 @@ def exit_with_parent(interval: float = 1.0) -> None:
     """Stop this process when the tfxd that started it is gone (killed, crashed): an orphaned worker
     would train on, or wait forever on a collective, holding its port and CPUs."""
     parent = int(os.environ.get(PARENT_ENV) or os.getppid())  # tfxd may be gone before this line
+    _kill_with_parent()
 
     def watch() -> None:
         while os.getppid() == parent:
@@ -26,6 +29,17 @@ def exit_with_parent(interval: float = 1.0) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="tfxd-parent-watch", daemon=True).start()
+
+
+def _kill_with_parent() -> None:
+    """Ask Linux to SIGKILL this process the moment its parent ends. The watch thread alone can be late:
+    it needs the GIL, which a long call into TensorFlow (its import, a collective's set-up) may hold for
+    longer than a killed tfxd's cleanup should take. Elsewhere the watch thread is the only guard."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux
 
 
 def main() -> None:
