@@ -18,6 +18,9 @@ SPANS_PROPERTY = "tfxd_spans"
 # ExampleValidator's anomalies artifact, with validation.drift: JSON {span, previous_span, columns: {column:
 # {distance, threshold, measure}}, beyond: the columns past their threshold}. The run summary reports it.
 DRIFT_PROPERTY = "tfxd_drift"
+# The same artifact, with validation.skew: JSON {columns: {column: {distance, threshold, measure}}, beyond},
+# the train split against the eval split.
+SKEW_PROPERTY = "tfxd_skew"
 
 # Transform's custom_config, written by pipeline.assembly: the spec's features and label, every default
 # filled in. The generic preprocessing_fn compiles them; the feature description reads them.

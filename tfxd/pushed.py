@@ -2,8 +2,8 @@
 blessed it, each into `<destination>/<unix time>/` (saved_model.pb written last), so the newest complete
 version there is the pipeline's latest blessed model on every runner, with nothing but the bucket the
 pipeline already writes. Beside each model, in its SavedModel's assets.extra (copied with it, ignored by
-TF Serving), the Trainer leaves what it was trained on: the Evaluator's baseline (components/baseline)
-and ExampleGen's "no new data" check read them here."""
+TF Serving), the Trainer leaves what it was trained on: the Evaluator's baseline (components/baseline),
+ExampleGen's "no new data" check and the Trainer's warm start read them here."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import json
 import os
 from typing import Any
 
-# inside the serving model's folder: {"spans": [...]} (the run_fn writes it, keys.TrainerConfig.SPANS)
+# inside the serving model's folder: {"inputs": what its weights depend on (trainer_module/warm_start.py),
+# "spans": [...] with spans in data.path (keys.TrainerConfig.SPANS)}; the chief's run_fn writes it
 DATA_RECORD_FILE = os.path.join("assets.extra", "tfxd_data.json")
 
 

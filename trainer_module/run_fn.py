@@ -15,9 +15,9 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import keys, pushed, tf_env
+from tfxd import console, keys, pushed, tf_env
 from tfxd.trainer_module import callbacks as callback_builder
-from tfxd.trainer_module import data, export, models, planner, strategy
+from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
 
 CONFIG = keys.TrainerConfig
 
@@ -84,13 +84,19 @@ def run_fn(fn_args) -> dict[str, Any]:
                              training.get("seed"), shuffle=False)
     with distribution.scope():
         model = models.build(spec, info)
+        inputs = warm_start.inputs_record(model, info, fn_args.transform_output)
+        warm = warm_start.start(model, fn_args.base_model, inputs) if training.get("warm_start") else None
+    if warm is not None:
+        warm["weights_checksum"] = weights_checksum(model)
+        if plan.is_chief:
+            _say_warm_start(warm)
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
              else train_data())
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(CONFIG.BACKUP_DIR),
                                        epochs, plan.is_chief, batch_level=plan.strategy != "parameter_server")
     history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                         validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
-    checksum = float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
+    checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
     export.save(model, tf_output, label, config.get(CONFIG.LABEL_ONLY, []), fn_args.serving_model_dir, plan.is_chief,
@@ -98,12 +104,29 @@ def run_fn(fn_args) -> dict[str, Any]:
     result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
               "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
               "history": callbacks[0].history,
-              "metrics": {k: float(v[-1]) for k, v in history.history.items()}}
+              "metrics": {k: float(v[-1]) for k, v in history.history.items()},
+              **({"warm_start": warm} if warm is not None else {})}
     if plan.is_chief:
         export.write_report(fn_args.serving_model_dir, result)
-        if CONFIG.SPANS in config:
-            pushed.write_data_record(fn_args.serving_model_dir, {"spans": config[CONFIG.SPANS]})
+        record = {"inputs": inputs, **({"spans": config[CONFIG.SPANS]} if CONFIG.SPANS in config else {})}
+        pushed.write_data_record(fn_args.serving_model_dir, record)
     return result
+
+
+def weights_checksum(model) -> float:
+    """The sum of every weight: equal for equal weights (the warm start's proof, a cluster's agreement)."""
+    import tensorflow as tf
+
+    return float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
+
+
+def _say_warm_start(warm: dict[str, Any]) -> None:
+    if warm["started"]:
+        console.info(f"Trainer warm-starts from {warm['from']}")
+    elif warm["from"] is None:
+        console.info(f"Trainer starts from scratch: {warm['reason']} to warm-start from")
+    else:
+        console.warn(f"Trainer cannot warm-start from {warm['from']}: {warm['reason']}; it trains from scratch")
 
 
 def feature_info(transform_output: str) -> dict[str, Any]:

@@ -11,13 +11,14 @@ from tfxd.components.baseline import executor
 
 class LatestPushedModelSpec(component_spec.ComponentSpec):
     PARAMETERS = {executor.PUSH_DESTINATION_KEY: component_spec.ExecutionParameter(type=str)}
-    INPUTS = {executor.CANDIDATE_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model)}
+    INPUTS = {executor.CANDIDATE_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model, optional=True)}
     OUTPUTS = {executor.MODEL_KEY: component_spec.ChannelParameter(type=standard_artifacts.Model)}
 
 
 class LatestPushedModel(base_component.BaseComponent):
     """The newest model pushed to ``push_destination`` other than ``candidate``: the Evaluator's baseline
-    where TFX's resolver cannot run (the open-source Kubeflow Pipelines backend)."""
+    where TFX's resolver cannot run (the open-source Kubeflow Pipelines backend); without a candidate,
+    the Trainer's base model for training.warm_start."""
 
     SPEC_CLASS = LatestPushedModelSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)

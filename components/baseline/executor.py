@@ -42,7 +42,8 @@ def identity(saved_model_dir: str) -> str | None:
 
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
-        candidate = identity(path_utils.serving_model_path(artifact_utils.get_single_uri(input_dict[CANDIDATE_KEY])))
+        given = input_dict.get(CANDIDATE_KEY)
+        candidate = identity(path_utils.serving_model_path(artifact_utils.get_single_uri(given))) if given else None
         output = artifact_utils.get_single_instance(output_dict[MODEL_KEY])
         for version in pushed.versions(exec_properties[PUSH_DESTINATION_KEY]):
             if candidate is not None and identity(version) == candidate:

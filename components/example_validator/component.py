@@ -1,4 +1,4 @@
-"""tfxd's ExampleValidator component: TFX's interface plus ``fail_on_anomalies``."""
+"""tfxd's ExampleValidator component: TFX's interface plus ``fail_on_anomalies`` and the drift and skew gates."""
 
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ class ExampleValidatorSpec(standard_component_specs.ExampleValidatorSpec):
     PARAMETERS = {**standard_component_specs.ExampleValidatorSpec.PARAMETERS,
                   executor.FAIL_ON_ANOMALIES_KEY: component_spec.ExecutionParameter(type=int),
                   executor.GATED_COLUMNS_KEY: component_spec.ExecutionParameter(type=str),
-                  executor.DRIFT_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
+                  executor.DRIFT_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  executor.SKEW_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
     INPUTS = {**standard_component_specs.ExampleValidatorSpec.INPUTS,
               executor.EXAMPLES_KEY: component_spec.ChannelParameter(type=standard_artifacts.Examples, optional=True)}
 
@@ -24,18 +25,20 @@ class ExampleValidator(TfxExampleValidator):
     """Validates statistics against the schema; with fail_on_anomalies, anomalies in ``gated_columns``
     (the columns the pipeline reads; all columns when empty) stop the run, the others are logged. With
     ``drift`` (validation.drift, plus the ``store`` of statistics per span) and the ``examples`` (whose
-    spans it reads), the train statistics are compared with the previous span's (drift.py)."""
+    spans it reads), the train statistics are compared with the previous span's (drift.py); with ``skew``
+    (validation.skew), with the eval split's."""
 
     SPEC_CLASS = ExampleValidatorSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(executor.Executor)
 
     def __init__(self, statistics, schema, fail_on_anomalies: bool, gated_columns: list[str],
-                 drift: dict | None = None, examples=None) -> None:
+                 drift: dict | None = None, examples=None, skew: dict | None = None) -> None:
         spec = ExampleValidatorSpec(
             statistics=statistics, schema=schema, exclude_splits="[]", custom_validation_config=None,
             anomalies=channel.Channel(type=standard_artifacts.ExampleAnomalies),
             **{executor.FAIL_ON_ANOMALIES_KEY: int(fail_on_anomalies),
                executor.GATED_COLUMNS_KEY: json.dumps(sorted(gated_columns)),
                executor.DRIFT_KEY: json.dumps(drift, sort_keys=True) if drift else None,
+               executor.SKEW_KEY: json.dumps(skew, sort_keys=True) if skew else None,
                **({executor.EXAMPLES_KEY: examples} if examples is not None else {})})
         base_component.BaseComponent.__init__(self, spec=spec)

@@ -1,4 +1,5 @@
-"""The drift gate between spans: this run's train statistics against the previous span's, by TFDV.
+"""The drift gate between spans: this run's train statistics against the previous span's, by TFDV; and
+the skew gate between the train and eval splits, by the same distances.
 
 StatisticsGen's artifacts live per run, and on Kubeflow no resolver can find the previous run's, so the
 gate keeps its own record in the pipeline root, which every runner writes: `<store>/<span>/` holds the
@@ -16,6 +17,7 @@ from tfx.dsl.io import fileio
 
 STATISTICS_FILE = "FeatureStats.pb"
 TRAIN = "train"
+EVAL = "eval"
 
 
 def _order(label: str) -> tuple[int, str]:
@@ -41,10 +43,11 @@ def keep(store: str, span: str, statistics_path: str) -> None:
     fileio.rename(partial, os.path.join(target, STATISTICS_FILE), overwrite=True)
 
 
-def distances(current, previous, schema, threshold: float, per_column: dict[str, float],
-              columns: set[str] | None) -> dict[str, Any]:
+def distances(current, other, schema, threshold: float, per_column: dict[str, float],
+              columns: set[str] | None, skew: bool = False) -> dict[str, Any]:
     """{column: {distance, threshold, measure}} for the ``columns`` (those the pipeline reads; None: every
-    column of ``schema``) both statistics describe: a column nothing reads may move freely."""
+    column of ``schema``) both statistics describe: a column nothing reads may move freely. ``other`` is
+    the previous span's statistics (drift), or with ``skew`` the eval split's (as TFDV's serving data)."""
     import tensorflow_data_validation as tfdv
     from tensorflow_metadata.proto.v0 import schema_pb2
 
@@ -53,15 +56,17 @@ def distances(current, previous, schema, threshold: float, per_column: dict[str,
         if columns is not None and feature.name not in columns:
             continue
         limit = per_column.get(feature.name, threshold)
+        comparator = feature.skew_comparator if skew else feature.drift_comparator
         if feature.type == schema_pb2.BYTES:
-            feature.drift_comparator.infinity_norm.threshold = limit
+            comparator.infinity_norm.threshold = limit
         elif feature.type in (schema_pb2.INT, schema_pb2.FLOAT):
-            feature.drift_comparator.jensen_shannon_divergence.threshold = limit
-    anomalies = tfdv.validate_statistics(current, schema, previous_statistics=previous)
+            comparator.jensen_shannon_divergence.threshold = limit
+    anomalies = tfdv.validate_statistics(current, schema, **{"serving_statistics" if skew else "previous_statistics":
+                                                              other})
     found = {}
     for info in anomalies.drift_skew_info:
         column = ".".join(info.path.step)
-        for measurement in info.drift_measurements:
+        for measurement in info.skew_measurements if skew else info.drift_measurements:
             found[column] = {"distance": round(measurement.value, 6), "threshold": measurement.threshold,
                              "measure": "L-infinity" if measurement.type == measurement.L_INFTY
                              else "Jensen-Shannon"}

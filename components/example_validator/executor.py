@@ -17,6 +17,8 @@ from tfxd.components.example_validator import drift
 FAIL_ON_ANOMALIES_KEY = "fail_on_anomalies"
 GATED_COLUMNS_KEY = "gated_columns"
 DRIFT_KEY = "drift"
+SKEW_KEY = "skew"
+GATE_PROPERTIES = {"drift": keys.DRIFT_PROPERTY, "skew": keys.SKEW_PROPERTY}
 EXAMPLES_KEY = "examples"
 
 
@@ -26,6 +28,10 @@ class AnomaliesFound(RuntimeError):
 
 class DriftFound(RuntimeError):
     """The new span's distribution moved beyond validation.drift's thresholds; names columns and numbers."""
+
+
+class SkewFound(RuntimeError):
+    """The train and eval splits differ beyond validation.skew's thresholds; names columns and numbers."""
 
 
 def describe(anomalies, columns: set[str] | None = None) -> list[str]:
@@ -57,14 +63,41 @@ class Executor(tfx_validator.Executor):
         result = super().Do(input_dict, output_dict, exec_properties)
         if exec_properties.get(FAIL_ON_ANOMALIES_KEY):
             self._gate_anomalies(output_dict, exec_properties)
-        config = json.loads(exec_properties.get(DRIFT_KEY) or "null")
-        if config and input_dict.get(EXAMPLES_KEY):
-            self._gate_drift(input_dict, output_dict, exec_properties, config)
-            if result is not None:  # TFX's executor returns a copy of its output: publish the drift too
-                published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
-                published[0].CopyFrom(artifact_utils.get_single_instance(
-                    output_dict[standard_component_specs.ANOMALIES_KEY]).mlmd_artifact)
+        drift_config = json.loads(exec_properties.get(DRIFT_KEY) or "null")
+        if drift_config and input_dict.get(EXAMPLES_KEY):
+            self._gate_drift(input_dict, output_dict, exec_properties, drift_config)
+        skew_config = json.loads(exec_properties.get(SKEW_KEY) or "null")
+        if skew_config:
+            self._gate_skew(input_dict, output_dict, exec_properties, skew_config)
+        if (drift_config or skew_config) and result is not None:
+            # TFX's executor returns a copy of its output: publish the gates' records too
+            published = result.output_artifacts[standard_component_specs.ANOMALIES_KEY].artifacts
+            published[0].CopyFrom(artifact_utils.get_single_instance(
+                output_dict[standard_component_specs.ANOMALIES_KEY]).mlmd_artifact)
         return result
+
+    def _gate_skew(self, input_dict, output_dict, exec_properties, config) -> None:
+        statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
+        train, evaluation = (tfdv.load_stats_binary(os.path.join(artifact_utils.get_split_uri([statistics], split),
+                                                                 drift.STATISTICS_FILE))
+                             for split in (drift.TRAIN, drift.EVAL))
+        columns = drift.distances(train, evaluation, self._schema(input_dict), config["threshold"], config["features"],
+                                  self._gated(exec_properties), skew=True)
+        record = {"columns": columns, "beyond": drift.beyond(columns)}
+        _judge(output_dict, "skew", record, config, SkewFound,
+               f"the train and eval splits differ: {_moved(record['beyond'])}",
+               "Check how the splits are made (file-pattern splits from other sources or periods); if the "
+               "difference is expected")
+
+    @staticmethod
+    def _schema(input_dict):
+        schema_dir = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
+        return io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_dir))
+
+    @staticmethod
+    def _gated(exec_properties) -> set[str] | None:
+        """The columns the pipeline reads (None: every column, with a user preprocessing_fn)."""
+        return set(json.loads(exec_properties.get(GATED_COLUMNS_KEY) or "null") or []) or None
 
     def _gate_drift(self, input_dict, output_dict, exec_properties, config) -> None:
         examples = artifact_utils.get_single_instance(input_dict[EXAMPLES_KEY])
@@ -80,24 +113,14 @@ class Executor(tfx_validator.Executor):
             logging.info("tfxd drift: no statistics of a span before %s in %s yet: nothing to compare with",
                          newest, config["store"])
         else:
-            schema_dir = artifact_utils.get_single_uri(input_dict[standard_component_specs.SCHEMA_KEY])
-            schema = io_utils.SchemaReader().read(io_utils.get_only_uri_in_dir(schema_dir))
             record["columns"] = drift.distances(
                 tfdv.load_stats_binary(current_path),
                 tfdv.load_stats_binary(os.path.join(config["store"], previous, drift.STATISTICS_FILE)),
-                schema, config["threshold"], config["features"],
-                set(json.loads(exec_properties.get(GATED_COLUMNS_KEY) or "null") or []) or None)
+                self._schema(input_dict), config["threshold"], config["features"], self._gated(exec_properties))
             record["beyond"] = drift.beyond(record["columns"])
-        artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.ANOMALIES_KEY])
-        artifact.set_string_custom_property(keys.DRIFT_PROPERTY, json.dumps(record, sort_keys=True))
-        if record["beyond"]:
-            moved = "; ".join(f"{column}: {value['measure']} distance {value['distance']:.4f} > threshold "
-                              f"{value['threshold']:g}" for column, value in sorted(record["beyond"].items()))
-            text = f"the data drifted between span {previous} and span {newest}: {moved}"
-            if config["action"] == "fail":
-                raise DriftFound(f"{text}. Check the new span's data; if the change is real, raise the threshold "
-                                 "(validation.drift.features) or set validation.drift.action: warn")
-            logging.warning("tfxd drift: %s (validation.drift.action: warn)", text)
+        _judge(output_dict, "drift", record, config, DriftFound,
+               f"the data drifted between span {previous} and span {newest}: {_moved(record['beyond'])}",
+               "Check the new span's data; if the change is real")
         drift.keep(config["store"], newest, current_path)
 
     def _gate_anomalies(self, output_dict, exec_properties) -> None:
@@ -115,3 +138,23 @@ class Executor(tfx_validator.Executor):
             raise AnomaliesFound(
                 "the data does not match the schema:" + "".join(f"{os.linesep}  - {line}" for line in lines)
                 + f"{os.linesep}Fix the data, update validation.schema, or set validation.fail_on_anomalies: false.")
+
+
+def _moved(beyond: dict) -> str:
+    """The columns past their threshold, in words: `fare: Jensen-Shannon distance 0.9457 > threshold 0.2`."""
+    return "; ".join(f"{column}: {value['measure']} distance {value['distance']:.4f} > threshold "
+                     f"{value['threshold']:g}" for column, value in sorted(beyond.items()))
+
+
+def _judge(output_dict, gate: str, record: dict, config: dict, error: type[RuntimeError], text: str,
+           check: str) -> None:
+    """Record a gate's distances on the anomalies artifact, then stop the run or warn when a column is
+    beyond its threshold (validation.<gate>.action)."""
+    artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.ANOMALIES_KEY])
+    artifact.set_string_custom_property(GATE_PROPERTIES[gate], json.dumps(record, sort_keys=True))
+    if not record["beyond"]:
+        return
+    if config["action"] == "fail":
+        raise error(f"{text}. {check}, raise the threshold (validation.{gate}.features) or set "
+                    f"validation.{gate}.action: warn")
+    logging.warning("tfxd %s: %s (validation.%s.action: warn)", gate, text, gate)

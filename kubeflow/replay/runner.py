@@ -256,6 +256,7 @@ class _Tasks:
         model = blessing and blessing.get("metadata", {})
         push = pushed and pushed.get("metadata", {})
         destination = push.get("pushed_destination") if push else None
+        trained = self._training_report()
         return {
             "pipeline": self.replay.compiled.name,
             "run_id": self.replay.run_id,
@@ -282,7 +283,9 @@ class _Tasks:
             "pushed_destination_on_cluster": self.localize.on_cluster(destination),
             "pipeline_root_on_cluster": self.replay.compiled.pipeline_root,
             "buckets": dict(sorted(self.localize.seen.items())),
-            "strategy": self._training_plan(),
+            "strategy": trained.get("plan"),
+            **({"warm_start": trained["warm_start"]} if "warm_start" in trained else {}),
+            **self._gates(),
             "notes": self.launcher.notes,
         }
 
@@ -293,11 +296,19 @@ class _Tasks:
         spans = records[0].get("metadata", {}).get(keys.SPANS_PROPERTY) if records else None
         return {"spans": json.loads(spans)} if spans else {}
 
-    def _training_plan(self) -> dict[str, Any] | None:
-        """The plan the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE)."""
+    def _training_report(self) -> dict[str, Any]:
+        """What the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE): plan, warm start."""
         trained = self.results.get("Trainer")  # the baseline task produces a Model too
         models = trained.artifacts.get("model") if trained else None
-        return read_training_report(models[0]["uri"]).get("plan") if models else None
+        return read_training_report(models[0]["uri"]) if models else {}
+
+    def _gates(self) -> dict[str, Any]:
+        """ExampleValidator's drift and skew records (validation.drift, validation.skew), as locally."""
+        validated = self.results.get("ExampleValidator")
+        records = validated.artifacts.get("anomalies") if validated else None
+        metadata = records[0].get("metadata", {}) if records else {}
+        return {name: json.loads(metadata[key]) for name, key in (("drift", keys.DRIFT_PROPERTY),
+                                                                   ("skew", keys.SKEW_PROPERTY)) if key in metadata}
 
     def _write_summary(self, summary: dict[str, Any]) -> None:
         write_json(os.path.join(self.replay.run_dir, "summary.json"), summary, sort_keys=True, default=str)

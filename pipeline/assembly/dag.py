@@ -44,6 +44,7 @@ from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
 RESOLVER = "latest_blessed_model_resolver"
+WARM_START_RESOLVER = "warm_start_model_resolver"  # training.warm_start: the Trainer's base_model
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
 TRAIN_ARGS_PARAMETER = "train_args"
@@ -69,13 +70,16 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     validator = ExampleValidator(
         statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies, columns_read(loaded),
         drift={**drift.model_dump(), "store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if drift else None,
-        examples=examples if drift else None)
+        examples=examples if drift else None,
+        skew=spec.validation.skew.model_dump() if spec.validation.skew else None)
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
     transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
                           custom_config=transform_config(loaded))
-    if spec.validation.fail_on_anomalies or (drift and drift.action == "fail"):
+    gates = (drift, spec.validation.skew)
+    if spec.validation.fail_on_anomalies or any(gate and gate.action == "fail" for gate in gates):
         transform.add_upstream_node(validator)  # the gate: nothing is transformed from data that failed it
-    trainer = _trainer(loaded, place, transform, schema)
+    warm_start = _warm_start_resolver(place) if spec.training.warm_start else None
+    trainer = _trainer(loaded, place, transform, schema, warm_start)
     model = trainer.outputs["model"]
     resolver = _baseline_resolver(model, place)
     evaluator = Evaluator(examples=examples, model=model, baseline_model=resolver.outputs["model"],
@@ -86,7 +90,7 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     named = [example_gen, statistics, schema_gen, validator, transform, trainer, evaluator, pusher]
     for name, component in zip(COMPONENTS, named, strict=True):
         component.with_id(name)
-    ordered = [*named[:6], resolver, *named[6:]]
+    ordered = [*named[:5], *([warm_start] if warm_start else []), named[5], resolver, *named[6:]]
     if to is None:
         return ordered
     kept = ordered[: [n.id for n in ordered].index(to) + 1]
@@ -124,7 +128,7 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
                       schedule_time)
 
 
-def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
+def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start):
     """tfxd's Trainer: in the pipeline's own process (and locally, as a cluster of processes when
     targets.local.trainer asks for one), as a Vertex AI custom job when targets.vertex.trainer asks
     for several replicas or accelerators, or as a TFJob when targets.kubeflow.trainer asks for several
@@ -147,7 +151,8 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema):
     train_args, eval_args = _steps(spec, place)
     return trainer_class(examples=transform.outputs["transformed_examples"],
                          transform_graph=transform.outputs["transform_graph"], schema=schema,
-                         run_fn=RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config)
+                         run_fn=RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config,
+                         base_model=warm_start.outputs["model"] if warm_start else None)
 
 
 def runtime_parameters(spec: Spec) -> dict[str, str]:
@@ -183,6 +188,17 @@ def _baseline_resolver(model, place: Placement):
         return Resolver(strategy_class=LatestBlessedModelStrategy, **channels).with_id(RESOLVER)
     return Resolver(strategy_class=baseline.LatestBlessedOtherModelStrategy,
                     **{**channels, baseline.CANDIDATE_KEY: model}).with_id(RESOLVER)
+
+
+def _warm_start_resolver(place: Placement):
+    """training.warm_start: the latest blessed model, before this run trains one; found as the baseline
+    is, TFX's LatestBlessedModelStrategy where resolvers run, the push destination on Kubeflow."""
+    if place.target == "kubeflow":
+        return LatestPushedModel(candidate=None, push_destination=place.push_to()).with_id(WARM_START_RESOLVER)
+    return Resolver(strategy_class=LatestBlessedModelStrategy,
+                    **{baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
+                       baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
+                    ).with_id(WARM_START_RESOLVER)
 
 
 def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = None, metadata=None):

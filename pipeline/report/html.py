@@ -174,23 +174,37 @@ def _data(summary: dict) -> str:
     elif examples:
         out.append("<p>Bad records skipped: 0</p>")
     out.append(_drift(as_dict(summary.get("drift"))))
+    out.append(_skew(as_dict(summary.get("skew"))))
     out.append(statistics.section(as_dict(summary.get("artifacts")).get("statistics"), list(splits)))
     return "\n".join(out)
 
 
 def _drift(drift: dict) -> str:
     """validation.drift's distances per column against the previous span."""
-    columns = as_dict(drift.get("columns"))
     if not drift:
         return ""
-    if not columns:
+    if not as_dict(drift.get("columns")):
         return f"<p>Drift: no earlier span than {escape(str(drift.get('span')))} to compare with yet.</p>"
-    beyond = as_dict(drift.get("beyond"))  # the gate's own verdict, as it stopped the run or not
+    return (f"<p>Drift from span {escape(str(drift.get('previous_span')))} to span {escape(str(drift.get('span')))}:"
+            "</p>" + _distances(drift))
+
+
+def _skew(skew: dict) -> str:
+    """validation.skew's distances per column, the train split against the eval split."""
+    if not skew:
+        return ""
+    return "<p>Skew between the train and eval splits:</p>" + _distances(skew)
+
+
+def _distances(gate: dict) -> str:
+    columns = as_dict(gate.get("columns"))
+    if not columns:
+        return '<p class="muted">No column the pipeline reads to compare.</p>'
+    beyond = as_dict(gate.get("beyond"))  # the gate's own verdict, as it stopped the run or not
     rows = [[(escape(name), False), (escape(str(value.get("measure"))), False), (fmt(value.get("distance")), True),
              (fmt(value.get("threshold")), True), ("beyond" if name in beyond else "ok", False)]
             for name, value in sorted(columns.items())]
-    return (f"<p>Drift from span {escape(str(drift.get('previous_span')))} to span {escape(str(drift.get('span')))}:"
-            "</p>" + table(["column", "measure", "distance", "threshold", ""], rows))
+    return table(["column", "measure", "distance", "threshold", ""], rows)
 
 
 # ---------------------------------------------------------------- anomalies
@@ -209,6 +223,16 @@ def _anomalies(summary: dict) -> str:
 
 
 # ---------------------------------------------------------------- training
+
+
+def _warm_start(warm: dict) -> str:
+    """training.warm_start: where the weights came from, or why the model trained from scratch."""
+    if not warm:
+        return ""
+    if warm.get("started"):
+        return f'<p>Warm-started from <span class="mono">{escape(warm.get("from"))}</span>.</p>'
+    source = f' from <span class="mono">{escape(warm.get("from"))}</span>' if warm.get("from") else ""
+    return f"<p>Not warm-started{source}: {escape(warm.get('reason'))}; trained from scratch.</p>"
 
 
 def _training(summary: dict) -> str:
@@ -230,6 +254,7 @@ def _training(summary: dict) -> str:
         return "\n".join(out)
     if training.get("epochs") is not None:
         out.append(f"<p>Epochs: {fmt(training.get('epochs'))}</p>")
+    out.append(_warm_start(as_dict(training.get("warm_start"))))
     history = [h for h in as_list(training.get("history")) if isinstance(h, dict)]
     drawn = charts.epoch_charts(history)
     if drawn:

@@ -28,13 +28,18 @@ def show(summary: dict[str, Any]) -> None:
         console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
     drift = summary.get("drift") or {}
     if drift.get("columns"):
-        widest = max(drift["columns"].items(), key=lambda item: item[1]["distance"])
-        console.info(f"drift from span {drift['previous_span']} to {drift['span']}: largest {widest[0]} "
-                     f"{widest[1]['distance']:.4f} (threshold {widest[1]['threshold']:g})")
+        console.info(f"drift from span {drift['previous_span']} to {drift['span']}: {_largest(drift)}")
+    skew = summary.get("skew") or {}
+    if skew.get("columns"):
+        console.info(f"skew between train and eval: {_largest(skew)}")
     plan = summary.get("strategy")
     if plan:
         console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "
                      f"{plan['global_batch_size']}, {plan['precision']} ({plan['reason']})")
+    warm = (summary.get("training") or {}).get("warm_start")
+    if warm:
+        console.info(f"warm start: from {warm['from']}" if warm["started"] else
+                     f"warm start: none ({warm['reason']}); trained from scratch")
     training = (summary.get("training") or {}).get("metrics")
     if training:
         console.info("training: " + "  ".join(f"{k} {v:.4f}" for k, v in training.items()))
@@ -43,6 +48,11 @@ def show(summary: dict[str, Any]) -> None:
     _blessing(summary)
     if summary.get("report"):
         console.info(f"report: {summary['report']}")
+
+
+def _largest(gate: dict[str, Any]) -> str:
+    name, value = max(gate["columns"].items(), key=lambda item: item[1]["distance"])
+    return f"largest {name} {value['distance']:.4f} (threshold {value['threshold']:g})"
 
 
 def _blessing(summary: dict[str, Any]) -> None:

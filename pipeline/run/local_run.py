@@ -235,11 +235,12 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
         "examples": records.examples_report(run),
         "strategy": training.get("plan"),
         "metrics": overall,
-        "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history")
+        "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history", "warm_start")
                      if key in training},
         "evaluation": evaluation,
         "anomalies": records.anomalies_report(run),
         "drift": records.drift_report(run),
+        "skew": records.skew_report(run),
         "blessed": bool(evaluation.get("blessed")),
         "pushed_to": records.pushed_to(run),
         "artifacts": records.artifact_uris(run),

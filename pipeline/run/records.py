@@ -118,8 +118,17 @@ def anomalies_report(records: RunRecords) -> list[str]:
 
 def drift_report(records: RunRecords) -> dict[str, Any]:
     """The drift gate's distances per column against the previous span (validation.drift), {} without."""
+    return _gate_record(records, keys.DRIFT_PROPERTY)
+
+
+def skew_report(records: RunRecords) -> dict[str, Any]:
+    """The skew gate's distances per column, train against eval (validation.skew), {} without."""
+    return _gate_record(records, keys.SKEW_PROPERTY)
+
+
+def _gate_record(records: RunRecords, name: str) -> dict[str, Any]:
     artifact = records.artifact("ExampleValidator", "anomalies")
-    text = _custom(artifact, keys.DRIFT_PROPERTY) if artifact is not None else None
+    text = _custom(artifact, name) if artifact is not None else None
     return json.loads(text) if text else {}
 
 

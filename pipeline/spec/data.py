@@ -180,9 +180,9 @@ class Data(Section):
                          "make the ratios add up to 1, e.g. {train: 0.8, eval: 0.2}")
 
 
-class Drift(Section):
-    """The gate between spans: TFDV's distance between this run's train statistics and the previous span's
-    (L-infinity for string columns, Jensen-Shannon divergence for numbers), per column."""
+class _DistanceGate(Section):
+    """A gate on TFDV's distance between two sets of statistics (L-infinity for string columns,
+    Jensen-Shannon divergence for numbers), per column the pipeline reads."""
 
     threshold: float = Field(0.1, gt=0, le=1, description="the largest distance allowed, for every column")
     features: dict[str, float] = Field(default_factory=dict,
@@ -190,14 +190,23 @@ class Drift(Section):
     action: Literal["fail", "warn"] = Field("fail", description="fail: stop before training; warn: log and go on")
 
     @model_validator(mode="after")
-    def _check(self) -> Drift:
+    def _check(self) -> _DistanceGate:
         problems = Problems()
         for name, value in self.features.items():
             if not 0 < value <= 1:
-                problems.add(("features", name), f"drift threshold {value} is not in (0, 1]",
+                problems.add(("features", name), f"threshold {value} is not in (0, 1]",
                              "a distance between distributions lies in [0, 1]; e.g. 0.05")
         problems.raise_if_any()
         return self
+
+
+class Drift(_DistanceGate):
+    """The gate between spans: this run's train statistics against the previous span's."""
+
+
+class Skew(_DistanceGate):
+    """The gate between the splits: the train statistics against the eval split's (TFDV's skew comparator,
+    which TFX's own validator leaves unset)."""
 
 
 class Validation(Section):
@@ -206,6 +215,8 @@ class Validation(Section):
     fail_on_anomalies: bool = True
     drift: Drift | None = Field(None, description="compare each span with the previous one (needs spans in "
                                 "data.path): {threshold: 0.1, features: {fare: 0.05}, action: fail}")
+    skew: Skew | None = Field(None, description="compare the train split with the eval split: "
+                              "{threshold: 0.1, features: {fare: 0.05}, action: fail}")
 
     model_config = ConfigDict(populate_by_name=True)
 

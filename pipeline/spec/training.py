@@ -137,6 +137,8 @@ class Training(Section):
     seed: int | None = Field(None, ge=0)
     callbacks: Callbacks = Field(default_factory=Callbacks)
     input: Input = Field(default_factory=Input)
+    warm_start: bool = Field(False, description="start from the latest blessed model's weights when it reads the "
+                             "same features into the same layers (else train from scratch and say why)")
 
     @model_validator(mode="after")
     def _check(self) -> Training:

@@ -19,8 +19,9 @@ from tfxd.kubeflow import schedules
 from tfxd.kubeflow.compile import compile_to
 from tfxd.pipeline.spec.load import load_spec
 
-SCHEDULED = SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
-                              "offset_days: -1}") + "validation:\n  drift: {threshold: 0.9}\n"
+SCHEDULED = (SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
+                               "offset_days: -1}").replace("  steps: 10\n", "  steps: 10\n  warm_start: true\n")
+             + "validation:\n  drift: {threshold: 0.9}\n  skew: {threshold: 0.9, action: warn}\n")
 
 
 @pytest.fixture
@@ -59,6 +60,19 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
     validator = kubeflow["root"]["dag"]["tasks"]["ExampleValidator"]["inputs"]  # the drift gate reads the spans
     assert validator["artifacts"]["examples"]["taskOutputArtifact"] == {"outputArtifactKey": "examples",
                                                                         "producerTask": "ExampleGen"}
+    trainer = kubeflow["root"]["dag"]["tasks"]["Trainer"]  # warm start: the newest pushed model, found by a task
+    assert trainer["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "model", "producerTask": "warm_start_model_resolver"}
+    finder = kubeflow["root"]["dag"]["tasks"]["warm_start_model_resolver"]
+    assert "artifacts" not in finder.get("inputs", {})  # no candidate: it runs before the Trainer
+    assert finder["inputs"]["parameters"]["push_destination"]["runtimeValue"]["constant"] == (
+        "gs://demo-bucket/kfp/demo/serving")
+    vertex_dag = vertex["pipelineSpec"]["root"]["dag"]["tasks"]  # TFX's compiler: the resolver as two queries
+    producer = vertex_dag["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]["producerTask"]
+    assert producer == "warm_start_model_resolver-model-resolver"
+    executor = vertex["pipelineSpec"]["components"][vertex_dag[producer]["componentRef"]["name"]]["executorLabel"]
+    query = vertex["pipelineSpec"]["deploymentSpec"]["executors"][executor]["resolver"]["outputArtifactQueries"]
+    assert query["model"]["filter"].startswith('schema_title="tfx.Model"')
     drift = json.loads(validator["parameters"]["drift"]["runtimeValue"]["constant"])
     assert drift == {"action": "fail", "features": {}, "threshold": 0.9,
                      "store": "gs://demo-bucket/kfp/demo/pipeline/tfxd_span_statistics"}
@@ -102,7 +116,7 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
         add_day(tmp_path, day, index)
     text = (SCHEDULED.replace("features:\n  - name: x\n    transform: zscore\n  - name: city\n    transform: vocabulary\n"
                      "    top_k: 10\n", "features:\n  - {name: fare, transform: zscore}\n"
-                     "  - {name: company, transform: vocabulary, top_k: 20}\n")
+                     "  - {name: company, transform: hash, buckets: 16}\n")
             .replace("label:\n  name: y\n  column: target\n  task: binary\n",
                      "label: {name: big_tipper, expr: \"tips > fare * 0.2\", task: binary}\n"
                      "evaluation:\n  thresholds: {binary_accuracy: {min: 0.3}}\nbeam: {workers: 1}\n"))
@@ -116,6 +130,8 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     [summary_file] = (tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json")
     summary = json.loads(summary_file.read_text())
     assert summary["examples"] == {"spans": ["2026-11-21"]} and summary["pushed"]
+    assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
+    assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
     again = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     latest = sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1]
@@ -123,3 +139,12 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     assert summary["status"] == "skipped" and summary["reason"].startswith(
         "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
     assert [task["status"] for task in summary["tasks"]][:2] == ["skipped", "not run"]
+
+    later = tfxd("replay", str(compiled), "--param", "span=2026-11-22", cwd=tmp_path)
+    assert later.returncode == 0, later.stdout + later.stderr
+    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
+    assert warm["started"] is True, warm
+    assert warm["from"] == summary["artifacts"]["warm_start_model_resolver.model"] + "/Format-Serving"
+    assert summary["drift"]["previous_span"] == "2026-11-21" and "fare" in summary["drift"]["columns"]
+

@@ -61,7 +61,10 @@ def test_each_run_trains_on_the_new_day_and_nothing_new_trains_nothing(daily):
     assert sum(summary["examples"]["splits"].values()) == ROWS_PER_DAY
     assert summary["blessed"] and summary["pushed_to"]
     record = Path(summary["pushed_to"]) / "assets.extra" / "tfxd_data.json"
-    assert json.loads(record.read_text()) == {"spans": ["2026-11-22"]}
+    recorded = json.loads(record.read_text())
+    assert recorded["spans"] == ["2026-11-22"]
+    assert sorted(recorded["inputs"]["features"]) == ["company", "fare", "trip_miles"]
+    assert list(recorded["inputs"]["vocabularies"]) == ["company"]
     assert "(span 2026-11-22)" in first.stdout
     assert "Span read: <span class=\"mono\">2026-11-22</span>" in Path(summary["report"]).read_text()
 
@@ -149,3 +152,76 @@ def test_the_drift_gate_stops_a_shifted_day_with_the_numbers_and_passes_under_a_
     assert fare["measure"] == "Jensen-Shannon" and 0.2 < fare["distance"] < 0.99 and fare["threshold"] == 0.99
     assert drift["columns"]["company"]["measure"] == "L-infinity"
     assert "drift from span 2026-11-21 to 2026-11-22" in passed.stdout
+
+
+def test_the_skew_gate_stops_an_eval_split_unlike_the_train_split_and_warns_when_asked(tmp_path):
+    lines = (REPO / "examples" / "data" / "taxi" / "data.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    fare = header.index("fare")
+    for split, rows in (("train", lines[1:601]), ("eval", lines[601:801])):
+        (tmp_path / "data" / split).mkdir(parents=True)
+        if split == "eval":  # the eval data came from another meter
+            rows = [",".join(f"{float(v or 0) * 3 + 20:.2f}" if i == fare else v for i, v in enumerate(row.split(",")))
+                    for row in rows]
+        (tmp_path / "data" / split / "trips.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+    assert all(len(row.split(",")) == len(header) for row in lines[1:801])  # no quoted commas to split wrongly
+    spec = SPEC.replace("path: data/{YYYY}-{MM}-{DD}/*.csv", "path: data\n  splits: {train: 'train/*', eval: 'eval/*'}")
+    write_spec(tmp_path, spec + "validation:\n  skew: {threshold: 0.9, features: {fare: 0.2}}\n")
+
+    stopped = tfxd("run", "spec.yaml", cwd=tmp_path)
+    assert stopped.returncode == 1
+    message = stopped.stderr.replace("\n", " ")
+    assert "ExampleValidator failed: the train and eval splits differ: fare: Jensen-Shannon distance " in message
+    assert "> threshold 0.2" in message and "validation.skew.action: warn" in message
+    assert statuses(_last(tmp_path))["Transform"] == "not run"
+
+    warned = tfxd("run", "spec.yaml", "--to", "Transform", "--set", "validation.skew.action=warn", cwd=tmp_path)
+    assert warned.returncode == 0, warned.stdout + warned.stderr
+    summary = _last(tmp_path)
+    assert statuses(summary)["Transform"] == "ran"
+    skew = summary["skew"]
+    assert skew["columns"]["fare"]["distance"] > 0.2 and list(skew["beyond"]) == ["fare"]
+    assert skew["columns"]["company"]["distance"] < 0.9 and skew["columns"]["company"]["measure"] == "L-infinity"
+    assert "skew between train and eval: largest fare" in warned.stdout
+    assert "Skew between the train and eval splits:" in Path(summary["report"]).read_text()
+
+
+WARM_SPEC = SPEC.replace("seed: 1}", "seed: 1, warm_start: true}").replace(
+    "transform: vocabulary, top_k: 50}", "transform: hash, buckets: 16}")  # a vocabulary renumbers day by day
+
+
+def test_warm_start_continues_from_the_blessed_model_and_a_changed_feature_list_trains_from_scratch(tmp_path):
+    for index, day in enumerate(("2026-11-20", "2026-11-21")):
+        add_day(tmp_path, day, index)
+    write_spec(tmp_path, WARM_SPEC)
+    first = tfxd("run", "spec.yaml", "--set", "data.spans.span=2026-11-20", cwd=tmp_path)
+    assert first.returncode == 0, first.stdout + first.stderr
+    summary = _last(tmp_path)
+    assert summary["training"]["warm_start"]["started"] is False
+    assert summary["training"]["warm_start"]["reason"] == "no blessed model yet"
+    assert "Trainer starts from scratch: no blessed model yet to warm-start from" in first.stdout
+    assert summary["blessed"]
+    model = Path(summary["artifacts"]["model"])
+    trained = json.loads((model / "tfxd_training.json").read_text())
+
+    second = tfxd("run", "spec.yaml", cwd=tmp_path)  # the new day
+    assert second.returncode == 0, second.stdout + second.stderr
+    summary = _last(tmp_path)
+    warm = summary["training"]["warm_start"]
+    assert warm["started"] is True and warm["reason"] is None
+    assert warm["from"] == str(model / "Format-Serving")  # the resolver's latest blessed model: run 1's
+    # the second model's weights before its first step are the first model's after its last
+    assert warm["weights_checksum"] == pytest.approx(trained["weights_checksum"], rel=1e-9)
+    assert f"Trainer warm-starts from {warm['from']}" in second.stdout.replace("\n", "")
+    assert f'Warm-started from <span class="mono">{warm["from"]}</span>' in Path(summary["report"]).read_text()
+
+    add_day(tmp_path, "2026-11-22", 2)
+    write_spec(tmp_path, WARM_SPEC.replace("  - {name: company, transform: hash, buckets: 16}\n", ""))
+    third = tfxd("run", "spec.yaml", cwd=tmp_path)
+    assert third.returncode == 0, third.stdout + third.stderr
+    summary = _last(tmp_path)
+    warm = summary["training"]["warm_start"]
+    assert warm["started"] is False and warm["reason"] == "the features changed (removed company)"
+    assert warm["from"].startswith(str(tmp_path / "tfxd-runs" / "daily-tips" / "pipeline" / "Trainer" / "model"))
+    assert ": the features changed (removed company); trained from scratch." in Path(summary["report"]).read_text()
+    assert "cannot warm-start from" in third.stderr and "the features changed (removed company)" in third.stderr

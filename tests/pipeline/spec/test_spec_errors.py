@@ -220,7 +220,7 @@ CASES = [
     ("drift-threshold-above-one", BASE_SPEC + "validation:\n  drift:\n    threshold: 1.5\n", 21,
      "validation.drift.threshold", "less than or equal to 1"),
     ("drift-column-threshold", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n") + "validation:\n  drift:\n"
-     "    features: {x: 0}\n", 21, "validation.drift.features.x", "drift threshold 0.0 is not in (0, 1]"),
+     "    features: {x: 0}\n", 21, "validation.drift.features.x", "threshold 0.0 is not in (0, 1]"),
     ("spans-span-not-a-date", edit("  path: data.csv\n", "  path: 'd/{YYYY}-{MM}-{DD}'\n  spans: {span: 42}\n"), 6,
      "data.spans.span", "span '42' is not a date YYYY-MM-DD"),
 ]
