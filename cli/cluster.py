@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from tfxd import console
+from tfxd import console, stops
 from tfxd.cli.options import (
     CLUSTER_TARGETS,
     cluster_target,
@@ -136,8 +136,13 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
     try:
         compiled = ir.load_compiled(compiled_file)
         root = root or os.path.join(project_dir, "tfxd-runs", compiled.name, "replay")
-        summary = runner.replay(compiled_file, project_dir=project_dir, root=root, parameters=parameters,
-                                on_task=_show_task, beam_in_memory=not beam_as_compiled)
+        with stops.handling():
+            summary = runner.replay(compiled_file, project_dir=project_dir, root=root, parameters=parameters,
+                                    on_task=_show_task, beam_in_memory=not beam_as_compiled)
+    except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the running task was stopped, its outputs removed
+        signum = getattr(exc, "signum", None)
+        console.error(f"replay interrupted by {stops.name(signum)}; the stopped task's outputs were removed")
+        sys.exit(stops.exit_status(signum))
     except ir.ReplayError as exc:
         console.error(str(exc))
         sys.exit(2)

@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from tfxd import console
+from tfxd import console, stops
 from tfxd.cli import scaffold
 from tfxd.cli.options import fails_well, output_option, set_option, target_option
 from tfxd.files import write_atomic
@@ -154,12 +154,12 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
             sys.exit(1)
         except RunInterrupted as exc:
             console.error(str(exc))
-            sys.exit(130)
+            sys.exit(exc.exit_status)
         terminal.show(summary)
-    except KeyboardInterrupt:  # Ctrl-C outside a component (loading, imports, the summary)
+    except KeyboardInterrupt as exc:  # Ctrl-C outside a component (loading, imports, the summary)
         console.error("interrupted: run the same command again to resume (finished components are reused "
                       "from the cache)")
-        sys.exit(130)
+        sys.exit(stops.exit_status(getattr(exc, "signum", None)))
 
 
 def _emit(content: str | bytes, output: str | None) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tfxd import console
+from tfxd import console, stops
 from tfxd.trainer_module.models import import_object
 
 
@@ -66,20 +66,52 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool):
     return StartNote()
 
 
+def stop_at_step(backup) -> Any:
+    """A stop asked for by a signal (tfxd.stops) ends the training at the next step boundary, after
+    ``backup`` (BackupAndRestore, or None) saved the training state at that step: the retried Trainer
+    resumes there."""
+    import tensorflow as tf
+
+    class StopAtStep(tf.keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            signum = stops.requested()
+            if signum is None:
+                return
+            if backup is not None:
+                backup._backup(epoch=backup._current_epoch, batch=batch)  # noqa: SLF001 - Keras' own step save
+                console.step(f"Trainer stopped by {stops.name(signum)} after step {batch + 1} of epoch "
+                             f"{backup._current_epoch + 1}; its state is backed up")  # noqa: SLF001
+            raise stops.Stopped(signum)
+
+    return StopAtStep()
+
+
 def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, total_epochs: int,
-          is_chief: bool, batch_level: bool = True) -> list[Any]:
+          is_chief: bool, steps_per_epoch: int, single_worker: bool, batch_level: bool = True) -> list[Any]:
     """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
     ``batch_level`` False (ParameterServer: Keras cannot run batch-level callbacks there) leaves out
-    TerminateOnNaN, saying so in the log."""
+    TerminateOnNaN, saying so in the log. A ``single_worker`` training stops at a step boundary when a
+    signal asks it to; workers of a cluster cannot agree on a step without a collective, and resume
+    from the last backup (each epoch's end)."""
     import tensorflow as tf
     from absl import logging
 
     callbacks: list[Any] = [progress_callback(total_epochs, is_chief)]
     if config["tensorboard"]:
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=model_run_dir, update_freq="epoch"))
+    backup = None
     if config["backup_and_restore"] and backup_dir:
-        callbacks.append(tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir))
+        # a step count (each epoch's last step) rather than "epoch": Keras then records the step of a
+        # backup and resumes mid-epoch from one taken on a stop; ParameterServer backs up by epoch only
+        # a single worker's backup outlives a stop that came after its last step; the Trainer executor
+        # drops it once the model is written (components/trainer/executor.py)
+        backup = tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir,
+                                                     save_freq=steps_per_epoch if batch_level else "epoch",
+                                                     delete_checkpoint=not single_worker)
+        callbacks.append(backup)
         callbacks.append(start_note(backup_dir, total_epochs, is_chief))
+    if single_worker and batch_level:
+        callbacks.append(stop_at_step(backup))
     if config["terminate_on_nan"] and batch_level:
         callbacks.append(tf.keras.callbacks.TerminateOnNaN())
     elif config["terminate_on_nan"]:

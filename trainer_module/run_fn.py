@@ -8,6 +8,7 @@ metrics next to the model. Referenced by dotted path from the pipeline image.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -15,7 +16,7 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import console, keys, pushed, tf_env
+from tfxd import console, keys, pushed, stops, tf_env
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
 
@@ -92,10 +93,14 @@ def run_fn(fn_args) -> dict[str, Any]:
             _say_warm_start(warm)
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
              else train_data())
+    single_worker = plan.strategy not in ("multi_worker_mirrored", "parameter_server")
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(CONFIG.BACKUP_DIR),
-                                       epochs, plan.is_chief, batch_level=plan.strategy != "parameter_server")
-    history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
-                        validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
+                                       epochs, plan.is_chief, steps_per_epoch, single_worker,
+                                       batch_level=plan.strategy != "parameter_server")
+    # a signal stops a single worker at its next step boundary, its state backed up (tfxd.stops)
+    with stops.deferring() if single_worker else contextlib.nullcontext():
+        history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
+                            validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)

@@ -24,11 +24,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
 
-from tfxd import keys
+from tfxd import keys, stops
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.ir import (
@@ -62,6 +63,7 @@ class _Tasks:
         self.results: dict[str, TaskResult] = {}
         self.rows: list[dict[str, Any]] = []
         self.skipped: str | None = None  # why the run stopped early with nothing to do
+        self.interrupted: str | None = None  # the signal that stopped the replay (tfxd.stops)
 
     # --- helpers over the spec
 
@@ -172,6 +174,12 @@ class _Tasks:
                 else:
                     result = self.run_importer(name, task, component, executor["importer"])
                     row["status"] = "imported"
+            except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (tfxd.stops): the task was stopped
+                row["status"], row["seconds"] = "interrupted", round(time.monotonic() - started, 1)
+                shutil.rmtree(os.path.join(self.replay.run_dir, name), ignore_errors=True)  # its partial outputs
+                self.interrupted = stops.name(getattr(exc, "signum", None))
+                self._write_summary(self.summary())
+                raise
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
                 skipped = skipped_for_no_new_data(str(exc)) if isinstance(exc, TaskFailed) else None
@@ -268,9 +276,11 @@ class _Tasks:
             "parameters": self.replay.parameters,
             "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else "as compiled",
             "tasks": self.rows,
-            "status": "failed" if any(row["status"] == "failed" for row in self.rows) else "skipped" if self.skipped
-            else "ok" if all(row["status"] != "not run" for row in self.rows) else "not run",
+            "status": "interrupted" if self.interrupted else "failed" if any(row["status"] == "failed" for row in self.rows)
+            else "skipped" if self.skipped else "ok" if all(row["status"] != "not run" for row in self.rows)
+            else "not run",
             **({"reason": self.skipped} if self.skipped else {}),
+            **({"signal": self.interrupted} if self.interrupted else {}),
             "examples": self._examples(),
             "artifacts": {f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
                           for key, uris in (row.get("outputs") or {}).items() if uris},

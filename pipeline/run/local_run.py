@@ -3,15 +3,11 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 import traceback
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +15,7 @@ import absl.logging
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import console, tf_env
+from tfxd import console, stops, tf_env
 from tfxd.components.trainer.local_cluster import LOG_DIR_ENV
 from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
@@ -129,38 +125,14 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
     """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
-    Raises RunFailed, RunInterrupted (Ctrl-C), or lock.RunLocked (another run uses the root)."""
+    Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), or lock.RunLocked (another run
+    uses the root)."""
     root = loaded.resolve(loaded.spec.root or "")
-    with lock.hold(root), _noting_sigint() as sigint:
-        return _run_locked(loaded, root, to, verbose, sigint)
+    with lock.hold(root), stops.handling():
+        return _run_locked(loaded, root, to, verbose)
 
 
-class _Sigint:
-    """Ctrl-C raises KeyboardInterrupt as Python's own handler does, and is remembered: on its way up,
-    Beam (the `beam` orchestrator) turns it into an error of its own."""
-
-    def __init__(self) -> None:
-        self.seen = False
-
-    def __call__(self, signum: int, frame: Any) -> None:
-        self.seen = True
-        raise KeyboardInterrupt
-
-
-@contextlib.contextmanager
-def _noting_sigint() -> Iterator[_Sigint]:
-    handler = _Sigint()
-    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
-        yield handler
-        return
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield handler
-    finally:
-        signal.signal(signal.SIGINT, previous)
-
-
-def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, sigint: _Sigint) -> dict[str, Any]:
+def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) -> dict[str, Any]:
     _importable(loaded.base_dir)
     paths = RunPaths(root, new_run_id())
     progress = _Progress()
@@ -181,16 +153,18 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
         _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
-    interrupted = failure is not None and (sigint.seen or isinstance(failure, KeyboardInterrupt))
-    if interrupted:  # Ctrl-C: the component's outputs stay unpublished
-        logging.error("run interrupted (SIGINT) during %s:\n%s", progress.current or "no component",
+    # a signal asked to stop (Beam, the `beam` orchestrator, wraps the KeyboardInterrupt in an error of its own)
+    signum = stops.requested() if failure is not None else None
+    interrupted = signum is not None or isinstance(failure, KeyboardInterrupt)
+    if interrupted:  # the component's outputs stay unpublished
+        logging.error("run interrupted (%s) during %s:\n%s", stops.name(signum), progress.current or "no component",
                       "".join(traceback.format_exception(failure)))
         unfinished.settle(root)
     elif failure is not None:
         logging.error("run failed:\n%s", "".join(traceback.format_exception(failure)))
     if tfx is None:
         if interrupted:
-            raise RunInterrupted(None, False, paths.log)
+            raise RunInterrupted(None, False, paths.log, signum)
         raise RunFailed("tfxd", _reason(failure), paths.log)
     summary = _summary(loaded, paths, tfx, started)
     skipped = None if interrupted or failure is None else skipped_for_no_new_data(str(failure))
@@ -200,6 +174,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
         console.info(skipped)
     summary["status"] = ("interrupted" if interrupted else "failed" if failure is not None
                          else "skipped" if skipped is not None else "ok")
+    if interrupted:
+        summary["signal"] = stops.name(signum)
     if summary["status"] in ("interrupted", "skipped"):
         for component in summary["components"]:
             if component["status"] == "failed":  # the execution Ctrl-C left RUNNING, or ExampleGen's stop
@@ -208,7 +184,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool, si
     write_json(paths.summary, summary)
     if interrupted:
         raise RunInterrupted(progress.current, progress.current == "Trainer"
-                             and loaded.spec.training.callbacks.backup_and_restore, paths.log)
+                             and loaded.spec.training.callbacks.backup_and_restore, paths.log, signum)
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"

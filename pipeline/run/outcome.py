@@ -7,6 +7,8 @@ from __future__ import annotations
 import datetime
 import re
 
+from tfxd import stops
+
 
 def new_run_id() -> str:
     """A run's id: its start time, sortable, unique to the microsecond."""
@@ -23,15 +25,19 @@ class RunFailed(Exception):
 
 
 class RunInterrupted(Exception):
-    """Ctrl-C (SIGINT): the run stopped; what the interrupted component wrote is never recorded as done."""
+    """SIGINT (Ctrl-C) or SIGTERM stopped the run; what the interrupted component wrote is never recorded
+    as done. ``exit_status``: 130 or 143, as for a process the signal ended (tfxd.stops)."""
 
-    def __init__(self, component: str | None, resumes_training: bool, log: str | None) -> None:
+    def __init__(self, component: str | None, resumes_training: bool, log: str | None,
+                 signum: int | None = None) -> None:
         where = (f" during {component}; its unfinished output was removed (abandoned in ML Metadata)"
                  if component else "")
-        resume = ", the Trainer from its last finished epoch" if resumes_training else ""
-        super().__init__(f"interrupted{where}: run the same command again to resume (finished components are "
-                         f"reused from the cache{resume})" + (f"\n    full log: {log}" if log else ""))
+        resume = ", the Trainer from its last backed-up step" if resumes_training else ""
+        super().__init__(f"interrupted by {stops.name(signum)}{where}: run the same command again to resume "
+                         f"(finished components are reused from the cache{resume})"
+                         + (f"\n    full log: {log}" if log else ""))
         self.component = component
+        self.exit_status = stops.exit_status(signum)
 
 
 # ExampleGen's NoNewDataFound under `data.on_no_new_data: skip` (components/example_gen/executor.py),

@@ -18,9 +18,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import numpy as np
@@ -261,6 +263,35 @@ def test_failing_task_stops_the_replay(taxi, tmp_path):
     assert statuses.pop("ExampleGen") == "failed" and set(statuses.values()) == {"not run"}
     saved = json.loads((tmp_path / "root" / error.summary["run_id"] / "summary.json").read_text())
     assert saved["status"] == "failed"
+
+
+def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_outputs(taxi, tmp_path):
+    from tests.pipeline.run.test_crash_resume import TFXD, _processes_of
+
+    root = tmp_path / "root"
+    process = subprocess.Popen([TFXD, "replay", str(taxi["vertex"]), "--project", str(taxi["project"]),
+                                "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        for line in process.stdout:
+            if "> StatisticsGen ..." in line:
+                break
+        time.sleep(3)  # the task's own process is at work
+        process.send_signal(signal.SIGTERM)  # the main process alone, as Kubernetes or `timeout` sends it
+        out, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    assert process.returncode == 143, out + err
+    assert "replay interrupted by SIGTERM; the stopped task's outputs were removed" in err
+    assert "Traceback" not in out + err
+    assert not _processes_of(process.pid)  # the task's process was stopped with it
+    [summary_file] = root.glob("*/summary.json")
+    summary = json.loads(summary_file.read_text())
+    assert summary["status"] == "interrupted" and summary["signal"] == "SIGTERM"
+    statuses = {task["name"]: task["status"] for task in summary["tasks"]}
+    assert statuses["ExampleGen"] == "ran" and statuses["StatisticsGen"] == "interrupted"
+    assert (summary_file.parent / "ExampleGen").is_dir() and not (summary_file.parent / "StatisticsGen").exists()
 
 
 # ------------------------------------------------------------------------------------------ without TensorFlow

@@ -132,7 +132,7 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
 
         def attempt(extra):
             model = models.build(SPEC, INFO)
-            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True)
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
             try:
                 model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=built + extra, verbose=0)
             except RuntimeError:
@@ -144,6 +144,50 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
         print("RESULT", json.dumps({{"first": first, "second": second}}))
     """)
     assert result == {"first": [1], "second": [2, 3, 4]}
+
+
+def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_retry_resumes_there(tmp_path):
+    result = run_fresh(f"""
+        import json
+        import signal
+        from tfxd import stops
+        from tfxd.trainer_module import callbacks
+
+        CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
+                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
+
+        class Steps(tf.keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.seen = []
+
+            def on_epoch_begin(self, epoch, logs=None):
+                self.epoch = epoch
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.seen.append([int(self.epoch) + 1, int(batch) + 1])
+                if self.seen[-1] == [2, 3] and stops.requested() is None and self.signal:
+                    signal.raise_signal(signal.SIGTERM)  # as Kubernetes evicting the pod
+
+        def attempt(send):
+            steps = Steps()
+            steps.signal = send
+            model = models.build(SPEC, INFO)
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
+            stopped = None
+            try:
+                with stops.deferring():  # as in a container of its own: it installs the handlers itself
+                    model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=[steps] + built, verbose=0)
+            except stops.Stopped as exc:
+                stopped = exc.signum
+            return {{"steps": steps.seen, "stopped": stopped}}
+
+        print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False)}}))
+    """)
+    first, second = result["first"], result["second"]
+    assert first["stopped"] == 15 and first["steps"][-1] == [2, 3]  # at the step it was asked in
+    assert second["stopped"] is None
+    assert second["steps"][0] == [2, 4]  # the retry goes on from the step after the backed-up one
+    assert len(second["steps"]) == 2 + 5 + 5
 
 
 def test_backup_dir_is_stable_for_a_retry_and_new_for_new_work():

@@ -12,6 +12,7 @@ import glob
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -225,11 +226,11 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project
     os.killpg(first.process.pid, signal.SIGINT)  # Ctrl-C in a terminal reaches the whole job
     code, out, err = first.finish()
     assert code == 130, out + err
-    assert "interrupted during Trainer" in err and "run the same command again to resume" in err
+    assert "interrupted by SIGINT during Trainer" in err and "run the same command again to resume" in err
     assert "Traceback" not in out + err
     assert first.group_gone()
     (summary,) = _runs(crash_project)
-    assert summary["status"] == "interrupted"
+    assert summary["status"] == "interrupted" and summary["signal"] == "SIGINT"
     assert _statuses(summary) == {**dict.fromkeys(BEFORE_TRAINER, "ran"), "Trainer": "interrupted",
                                   "Evaluator": "not run", "Pusher": "not run"}
     assert _executions(crash_project)["Trainer"] == ["CANCELED"]
@@ -237,6 +238,67 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project
     result = tfxd("run", "spec.yaml", cwd=crash_project)
     _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
     assert "ended during" not in result.stdout  # the interrupted run settled its own books
+
+
+def test_sigterm_during_transform_is_a_stop_with_exit_143_and_the_rerun_resumes(crash_project):
+    first = Running(crash_project)
+    first.wait_for("> Transform ...")
+    time.sleep(2)
+    os.kill(first.process.pid, signal.SIGTERM)  # the main process alone: Kubernetes evicting the pod, `timeout`
+    code, out, err = first.finish()
+    assert code == 143, out + err
+    assert "interrupted by SIGTERM during Transform" in err and "Traceback" not in out + err
+    assert first.group_gone()
+    (summary,) = _runs(crash_project)
+    assert (summary["status"], summary["signal"], _statuses(summary)["Transform"]) == (
+        "interrupted", "SIGTERM", "interrupted")
+    assert _executions(crash_project)["Transform"] == ["CANCELED"]  # its outputs abandoned and removed
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    _check_resumed(crash_project, result, reused=BEFORE_TRANSFORM)
+    assert "ended during" not in result.stdout  # the stopped run settled its own books
+    assert _executions(crash_project)["Transform"] == ["CANCELED", "COMPLETE"]
+
+
+def test_sigterm_during_training_backs_up_the_step_and_the_rerun_resumes_from_it(crash_project):
+    first = Running(crash_project)
+    first.wait_for("Trainer epoch 2/")
+    os.kill(first.process.pid, signal.SIGTERM)
+    code, out, err = first.finish()
+    assert code == 143, out + err
+    stopped = re.search(r"Trainer stopped by SIGTERM after step (\d+) of epoch (\d+); its state is backed up", out)
+    assert stopped, out
+    epoch = int(stopped.group(2))
+    assert "interrupted by SIGTERM during Trainer" in err and "the Trainer from its last backed-up step" in err
+    assert _executions(crash_project)["Trainer"] == ["CANCELED"]
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
+    assert f"Trainer resumes at epoch {epoch}/10" in result.stdout  # the stopped epoch, from its next step
+    assert "Trainer epoch 1/" not in result.stdout or epoch == 1
+    epochs = _runs(crash_project)[-1]["training"]["epochs"]
+    assert epochs == 10 - epoch + 1
+
+
+def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_rerun_resumes(crash_project):
+    write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
+    first = Running(crash_project)
+    first.wait_for("> Trainer ...")
+    backup = crash_project / "tfxd-runs" / "demo" / "pipeline" / "Trainer" / ".backup"
+    deadline = time.monotonic() + 180
+    while not list(backup.glob("*/chief/checkpoint")):  # an epoch backed up: there is something to resume
+        assert time.monotonic() < deadline and first.process.poll() is None, _processes_of(first.process.pid)
+        time.sleep(0.5)
+    os.kill(first.process.pid, signal.SIGTERM)
+    code, out, err = first.finish()
+    assert code == 143, out + err
+    assert "interrupted by SIGTERM during Trainer" in err
+    assert first.group_gone(timeout=30), _processes_of(first.process.pid)
+    assert _executions(crash_project)["Trainer"] == ["CANCELED"]
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
+    assert _runs(crash_project)[-1]["training"]["epochs"] < 10  # went on from the backed-up epoch
 
 
 def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(crash_project):
@@ -247,7 +309,7 @@ def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(cras
     os.kill(first.process.pid, signal.SIGINT)  # `kill -INT pid`; Beam wraps the KeyboardInterrupt
     code, out, err = first.finish()
     assert code == 130, out + err
-    assert "interrupted during Transform" in err and "Traceback" not in out + err
+    assert "interrupted by SIGINT during Transform" in err and "Traceback" not in out + err
     (summary,) = _runs(crash_project)
     assert summary["status"] == "interrupted" and _statuses(summary)["Transform"] == "interrupted"
     assert _executions(crash_project)["Transform"] == ["CANCELED"]
