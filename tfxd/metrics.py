@@ -38,6 +38,7 @@ class Metric:
     keras_name: str | Mapping[str, str] | None = None
     tfma_class: str | None = None
     keras_of: str | None = None
+    whole: bool = False  # a count: its thresholds are whole numbers
 
     def keras(self, name: str, task: str) -> tuple[str, str]:
         """(tf.keras.metrics class, the name it logs under) for a label of ``task``."""
@@ -78,7 +79,8 @@ METRICS: dict[str, Metric] = {
     "mean_absolute_error": Metric(_REGRESSION, LOWER, *_ERROR, "MeanAbsoluteError"),
     "root_mean_squared_error": Metric(_REGRESSION, LOWER, *_ERROR, "RootMeanSquaredError"),
     "mean_absolute_percentage_error": Metric(_REGRESSION, LOWER, *_ERROR, "MeanAbsolutePercentageError"),
-    "example_count": Metric(_ANY, None, 0.0, math.inf, "Sum", tfma_class="ExampleCount", keras_of="count"),
+    "example_count": Metric(_ANY, None, 0.0, math.inf, "Sum", tfma_class="ExampleCount", keras_of="count",
+                            whole=True),
     "mean_label": Metric(_ANY, None, -math.inf, math.inf, "Mean", tfma_class="MeanLabel", keras_of="label"),
     "mean_prediction": Metric(_ANY, None, -math.inf, math.inf, "Mean", tfma_class="MeanPrediction",
                               keras_of="prediction"),

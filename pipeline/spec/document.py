@@ -11,6 +11,7 @@ the push directory, metrics by task, the options of each transform) are filled h
 
 from __future__ import annotations
 
+import math
 import posixpath
 from typing import Annotated, Literal
 
@@ -172,6 +173,11 @@ def _check_threshold(metric: str, threshold: Threshold, problems: Problems) -> N
     if found.direction is None and threshold.max_drop is not None:
         problems.add((*path, "max_drop"), f"{metric} describes the data and has no better direction, so it "
                      "cannot drop", "use min or max for it, or put max_drop on a quality metric")
+    span = found.high - found.low
+    if found.direction is not None and threshold.max_drop is not None and threshold.max_drop >= span:
+        problems.add((*path, "max_drop"), f"{metric} takes values from {found.low:g} to {found.high:g}, so a "
+                     f"max_drop of {threshold.max_drop:g} lets every model pass", f"give a max_drop below {span:g}, "
+                     "e.g. 0.01")
     for bound in ("min", "max"):
         value = getattr(threshold, bound)
         if value is not None and not found.within(value):
@@ -180,3 +186,6 @@ def _check_threshold(metric: str, threshold: Threshold, problems: Problems) -> N
             problems.add((*path, bound), f"{metric} takes values from {found.low:g} to {found.high:g}, so "
                          f"{bound} {value:g} is outside that: {outcome}",
                          f"give a {bound} between {found.low:g} and {found.high:g}")
+        elif value is not None and found.whole and value != int(value):
+            problems.add((*path, bound), f"{metric} is a count, so {bound} {value:g} is not a whole number",
+                         f"use {math.ceil(value) if bound == 'min' else math.floor(value)}")

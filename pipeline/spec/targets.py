@@ -47,7 +47,7 @@ class Schedule(Section):
 
 
 class Resources(Section):
-    cpu: float | Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?m?$")] | None = Field(
+    cpu: Annotated[float, Field(gt=0)] | Annotated[str, Field(pattern=r"^[0-9]+(\.[0-9]+)?m?$")] | None = Field(
         None, description="cores, e.g. 4 or '500m'")
     memory: str | None = Field(None, pattern=QUANTITY, description="e.g. 16Gi")
     gpu: int | None = Field(None, ge=0)

@@ -76,8 +76,11 @@ def parse(text: str, source: str) -> Document:
     try:
         root = _yaml("rt").load(io.StringIO(text))
     except DuplicateKeyError as exc:
-        raise _syntax_error(exc, source, "a key appears twice in the same mapping",
-                            "keep one of the two; YAML keys must be unique") from None
+        found = _duplicates(text, source)
+        if not found:
+            raise _syntax_error(exc, source, "a key appears twice in the same mapping",
+                                "keep one of the two; YAML keys must be unique") from None
+        raise SpecError(found) from None
     except MarkedYAMLError as exc:
         hint = "indent with spaces: YAML does not allow tabs" if "\\t" in str(exc) or "\t" in str(exc) else (
             "check the indentation and quoting around this position")
@@ -116,6 +119,38 @@ def load(path: str) -> Document:
 def _yaml_problem(exc: MarkedYAMLError) -> str:
     text = " ".join(part for part in (exc.context, exc.problem) if part)
     return f"not valid YAML: {text}" if text else "not valid YAML"
+
+
+def _duplicates(text: str, source: str) -> list[Located]:
+    """Each key that appears twice in a mapping, with both lines: the composed node tree still has them
+    (ruamel's error names only the mapping and the second one)."""
+    from ruamel.yaml.nodes import MappingNode, SequenceNode
+
+    found: list[Located] = []
+
+    def walk(node: Any, path: Path) -> None:
+        if isinstance(node, MappingNode):
+            first: dict[Any, Any] = {}
+            for key_node, value_node in node.value:
+                key = key_node.value
+                if key in first:
+                    line = key_node.start_mark.line + 1
+                    found.append(Located(source, line, key_node.start_mark.column + 1, format_path((*path, key)),
+                                         f"key {key!r} appears twice in the same mapping (lines "
+                                         f"{first[key].start_mark.line + 1} and {line})",
+                                         "keep one of the two; YAML keys must be unique"))
+                else:
+                    first[key] = key_node
+                walk(value_node, (*path, key))
+        elif isinstance(node, SequenceNode):
+            for index, item in enumerate(node.value):
+                walk(item, (*path, index))
+
+    try:
+        walk(_yaml("rt").compose(io.StringIO(text)), ())
+    except YAMLError:
+        return []
+    return found
 
 
 def _syntax_error(exc: MarkedYAMLError, source: str, message: str, hint: str) -> SpecError:

@@ -141,7 +141,10 @@ CASES = [
     # the file itself
     ("yaml-syntax", edit("  batch_size: 32", "  batch_size: [32"), 18, "(syntax)", "not valid YAML"),
     ("yaml-tab", edit("  batch_size: 32", "\tbatch_size: 32"), 17, "(syntax)", "not allow tabs"),
-    ("duplicate-key", edit("  steps: 10", "  steps: 10\n  steps: 20"), 19, "(syntax)", "appears twice"),
+    ("duplicate-key", edit("  steps: 10", "  steps: 10\n  steps: 20"), 19, "training.steps",
+     "key 'steps' appears twice in the same mapping (lines 18 and 19)"),
+    ("duplicate-key-in-a-list", edit("    top_k: 10", "    top_k: 10\n    top_k: 20"), 12, "features[1].top_k",
+     "key 'top_k' appears twice in the same mapping (lines 11 and 12)"),
     ("python-tag", edit("  column: target", "  column: !!python/object/apply:os.system ['true']"), 14,
      "label.column", "YAML tags are not allowed"),
     ("top-level-list", "- tfxd: 1\n", 1, "(top level)", "mapping of keys"),
@@ -176,6 +179,13 @@ CASES = [
      "evaluation.thresholds.auc.minimum", "allowed keys here: min, max, max_drop"),
     ("threshold-min-above-max", BASE_SPEC + "evaluation:\n  thresholds:\n    auc: {min: 0.9, max: 0.5}\n", 21,
      "evaluation.thresholds.auc.min", "swap them"),
+    ("count-threshold-not-whole", BASE_SPEC + "evaluation:\n  metrics: [auc, example_count]\n  thresholds:\n"
+     "    example_count: {min: 2.5}\n", 22, "evaluation.thresholds.example_count.min",
+     "example_count is a count, so min 2.5 is not a whole number"),
+    ("max-drop-beyond-range", BASE_SPEC + "evaluation:\n  thresholds:\n    auc: {max_drop: 1.5}\n", 21,
+     "evaluation.thresholds.auc.max_drop", "a max_drop of 1.5 lets every model pass"),
+    ("cpu-not-positive", BASE_SPEC + "targets:\n  kubeflow:\n    image: gcr.io/p/i:1\n    root: gs://b/r\n"
+     "    resources: {Trainer: {cpu: -1}}\n", 23, "targets.kubeflow.resources.Trainer.cpu", "greater than 0"),
     ("kubeflow-without-image", BASE_SPEC + "targets:\n  kubeflow: {host: 'http://x'}\n", 20,
      "targets.kubeflow.image", "add `image: ...`"),
     ("unset-variable-in-target", BASE_SPEC + "targets:\n  kubeflow:\n    image: ${TFXD_TEST_UNSET_IMAGE}\n", 21,
