@@ -12,12 +12,13 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
 from tfxd import keys
-from tfxd.components.example_validator import drift
+from tfxd.components.example_validator import classes, drift
 
 FAIL_ON_ANOMALIES_KEY = "fail_on_anomalies"
 GATED_COLUMNS_KEY = "gated_columns"
 DRIFT_KEY = "drift"
 SKEW_KEY = "skew"
+LABEL_KEY = "label"  # a multiclass label: {column, num_classes} (classes.py)
 GATE_PROPERTIES = {"drift": keys.DRIFT_PROPERTY, "skew": keys.SKEW_PROPERTY}
 EXAMPLES_KEY = "examples"
 
@@ -28,6 +29,10 @@ class AnomaliesFound(RuntimeError):
 
 class DriftFound(RuntimeError):
     """The new span's distribution moved beyond validation.drift's thresholds; names columns and numbers."""
+
+
+class LabelClassesWrong(RuntimeError):
+    """A multiclass label's classes do not fit the spec or the splits; names the values, splits and fix."""
 
 
 class SkewFound(RuntimeError):
@@ -61,6 +66,9 @@ def read_anomalies(artifact, split: str):
 class Executor(tfx_validator.Executor):
     def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
         result = super().Do(input_dict, output_dict, exec_properties)
+        label = json.loads(exec_properties.get(LABEL_KEY) or "null")
+        if label:
+            self._check_classes(input_dict, label)
         if exec_properties.get(FAIL_ON_ANOMALIES_KEY):
             self._gate_anomalies(output_dict, exec_properties)
         drift_config = json.loads(exec_properties.get(DRIFT_KEY) or "null")
@@ -75,6 +83,18 @@ class Executor(tfx_validator.Executor):
             published[0].CopyFrom(artifact_utils.get_single_instance(
                 output_dict[standard_component_specs.ANOMALIES_KEY]).mlmd_artifact)
         return result
+
+    def _check_classes(self, input_dict, label) -> None:
+        statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
+        by_split = {}
+        for split in artifact_utils.decode_split_names(statistics.split_names):
+            path = os.path.join(artifact_utils.get_split_uri([statistics], split), drift.STATISTICS_FILE)
+            found = classes.classes(tfdv.load_stats_binary(path), label["column"])
+            if found is not None:
+                by_split[split] = found
+        wrong = classes.problems(label, by_split)
+        if wrong:
+            raise LabelClassesWrong("; ".join(wrong))
 
     def _gate_skew(self, input_dict, output_dict, exec_properties, config) -> None:
         statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])

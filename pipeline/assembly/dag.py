@@ -71,12 +71,14 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
         statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies, columns_read(loaded),
         drift={**drift.model_dump(), "store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if drift else None,
         examples=examples if drift else None,
-        skew=spec.validation.skew.model_dump() if spec.validation.skew else None)
+        skew=spec.validation.skew.model_dump() if spec.validation.skew else None,
+        label=_classes(spec))
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
     transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
                           custom_config=transform_config(loaded))
     gates = (drift, spec.validation.skew)
-    if spec.validation.fail_on_anomalies or any(gate and gate.action == "fail" for gate in gates):
+    if (spec.validation.fail_on_anomalies or any(gate and gate.action == "fail" for gate in gates)
+            or _classes(spec)):
         transform.add_upstream_node(validator)  # the gate: nothing is transformed from data that failed it
     warm_start = _warm_start_resolver(place) if spec.training.warm_start else None
     trainer = _trainer(loaded, place, transform, schema, warm_start)
@@ -97,6 +99,14 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     if transform not in kept and transform in validator.downstream_nodes:
         transform.remove_upstream_node(validator)  # `--to ExampleValidator`: the gate with nothing behind it
     return kept
+
+
+def _classes(spec: Spec) -> dict | None:
+    """What ExampleValidator checks of a multiclass label read from a column (its classes by split)."""
+    label = spec.label
+    if label.task != "multiclass" or label.column is None:
+        return None
+    return {"column": label.column, "num_classes": label.num_classes}
 
 
 def _example_gen(loaded: LoadedSpec, place: Placement):
