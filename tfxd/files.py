@@ -27,3 +27,30 @@ def write_atomic(path: str, content: str | bytes) -> str:
 def write_json(path: str, content: Any, **options: Any) -> str:
     """``content`` as indented JSON (``options`` go to json.dumps), atomically."""
     return write_atomic(path, json.dumps(content, indent=options.pop("indent", 2), **options) + "\n")
+
+
+def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:
+    """Remove whatever the output artifacts' folders hold, keeping the folders: Kubeflow and Vertex retry a
+    failed task in place, on the same output URIs, where the first attempt's partial files would
+    otherwise mix with the retry's (extra shards read as data, a half-saved model). Every tfxd executor
+    starts with this. Returns what was removed."""
+    from tfx.dsl.io import fileio  # start-up: the ground loads TFX's file systems only when asked
+
+    removed = []
+    for artifacts in output_dict.values():
+        for artifact in artifacts:
+            uri = artifact.uri
+            if not uri or not fileio.exists(uri):
+                continue
+            if not fileio.isdir(uri):
+                fileio.remove(uri)
+                removed.append(uri)
+                continue
+            for name in fileio.listdir(uri):
+                path = os.path.join(uri, name.rstrip("/"))
+                if fileio.isdir(path):
+                    fileio.rmtree(path)
+                else:
+                    fileio.remove(path)
+                removed.append(path)
+    return removed

@@ -21,7 +21,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils
 from tfx.utils import io_utils, path_utils
 
-from tfxd import pushed
+from tfxd import files, pushed
 
 CANDIDATE_KEY = "candidate"
 MODEL_KEY = "model"
@@ -42,6 +42,7 @@ def identity(saved_model_dir: str) -> str | None:
 
 class Executor(base_executor.BaseExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        files.empty_outputs(output_dict)  # a retry in place meets the first attempt's copy
         given = input_dict.get(CANDIDATE_KEY)
         candidate = identity(path_utils.serving_model_path(artifact_utils.get_single_uri(given))) if given else None
         output = artifact_utils.get_single_instance(output_dict[MODEL_KEY])

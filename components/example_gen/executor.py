@@ -24,6 +24,7 @@ from tfx.utils import proto_utils
 
 from tfxd import keys, pushed, spans
 from tfxd.components.example_gen import records
+from tfxd.files import empty_outputs
 
 READER_CONFIG_KEY = "reader_config"
 SPAN_KEY = "tfxd_span"  # a span overriding data.spans: the compiled pipeline's `span` parameter
@@ -208,6 +209,7 @@ class Executor(BaseExampleGenExecutor):
         return {name: parts[index] | f"Values[{name}]" >> beam.Values() for index, name in enumerate(names)}
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        empty_outputs(output_dict)  # a retry in place meets the first attempt's shards
         report_dir = os.path.join(self._get_tmp_dir(), "tfxd_report")
         fileio.makedirs(report_dir)
         exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}

@@ -11,7 +11,7 @@ from tfx.components.example_validator import executor as tfx_validator
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import io_utils
 
-from tfxd import keys
+from tfxd import files, keys
 from tfxd.components.example_validator import classes, drift
 
 FAIL_ON_ANOMALIES_KEY = "fail_on_anomalies"
@@ -65,6 +65,7 @@ def read_anomalies(artifact, split: str):
 
 class Executor(tfx_validator.Executor):
     def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
+        files.empty_outputs(output_dict)  # a retry in place meets the first attempt's files
         result = super().Do(input_dict, output_dict, exec_properties)
         label = json.loads(exec_properties.get(LABEL_KEY) or "null")
         if label:

@@ -22,7 +22,7 @@ from tfx.components.util import udf_utils
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import keys
+from tfxd import files, keys
 from tfxd.components.trainer import local_cluster
 
 CONFIG = keys.TrainerConfig
@@ -41,6 +41,12 @@ def _backup_dir(input_dict, output_dict, exec_properties) -> str:
     return os.path.join(node_dir, ".backup", hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
+def in_cluster_replica() -> bool:
+    """Whether this process is one replica of a training cluster (TF_CONFIG, or Vertex's CLUSTER_SPEC),
+    which trains beside others into the task's outputs, rather than the task itself."""
+    return bool(os.environ.get("TF_CONFIG") or os.environ.get("CLUSTER_SPEC"))
+
+
 def drop_backup(backup_dir: str) -> None:
     """A completed training leaves no backup (Keras removes the checkpoints, not the folder nor what a
     killed worker left), so that the same training asked for again starts at epoch 1."""
@@ -50,6 +56,8 @@ def drop_backup(backup_dir: str) -> None:
 
 class Executor(GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        if not in_cluster_replica():  # the task itself (a replica of a Vertex job runs Do too: not there)
+            files.empty_outputs(output_dict)  # a retry in place meets the first attempt's half-saved model
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
         config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         cluster, backup_dir = config.get(CONFIG.LOCAL_CLUSTER), config[CONFIG.BACKUP_DIR]

@@ -27,7 +27,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import keys
+from tfxd import files, keys
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.components.trainer.tfjob_cluster import Kubernetes, KubernetesError
@@ -66,6 +66,7 @@ def replica_args(input_dict, output_dict, exec_properties) -> list[str]:
 
 class Executor(trainer_executor.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        files.empty_outputs(output_dict)  # a retried step meets the first attempt's half-saved model
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
         config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         settings, backup_dir = config.pop(CONFIG.TFJOB), config[CONFIG.BACKUP_DIR]

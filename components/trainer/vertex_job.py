@@ -20,6 +20,7 @@ from tfx.dsl.components.base import executor_spec
 from tfx.extensions.google_cloud_ai_platform import constants
 from tfx.extensions.google_cloud_ai_platform.trainer import executor as cloud_executor
 
+from tfxd import files
 from tfxd.components.trainer import executor as tfxd_executor
 
 
@@ -65,6 +66,10 @@ def custom_config(vertex) -> dict[str, Any]:
 
 class Executor(cloud_executor.GenericExecutor):
     """Launches the custom job and waits for it; its replicas run tfxd's Trainer executor."""
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        files.empty_outputs(output_dict)  # a retried task meets the first attempt's half-saved model
+        super().Do(input_dict, output_dict, exec_properties)
 
     def _GetExecutorClass(self):  # noqa: N802 - TFX's name
         return tfxd_executor.Executor

@@ -8,7 +8,7 @@ import json
 from tfx.components.transform import executor as tfx_transform
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import keys
+from tfxd import files, keys
 from tfxd.components.transform import feature_info
 
 
@@ -42,6 +42,7 @@ class Executor(tfx_transform.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         import tensorflow_transform as tft
 
+        files.empty_outputs(output_dict)  # a retry in place meets the first attempt's files
         with _without_deep_copy():
             super().Do(input_dict, output_dict, exec_properties)
         _carry_properties(input_dict, output_dict)
