@@ -145,11 +145,12 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
         from tfxd.pipeline.report import terminal
         from tfxd.pipeline.run import local_run
         from tfxd.pipeline.run.lock import RunLocked
+        from tfxd.pipeline.run.metadata import StoreUnreadable
         from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted
 
         try:
             summary = local_run.run(loaded, to, verbose=ctx.find_root().params.get("verbose", False))
-        except (RunFailed, RunLocked) as exc:
+        except (RunFailed, RunLocked, StoreUnreadable) as exc:
             console.error(str(exc))
             sys.exit(1)
         except RunInterrupted as exc:

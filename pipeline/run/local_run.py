@@ -125,10 +125,11 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
     """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
-    Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), or lock.RunLocked (another run
-    uses the root)."""
+    Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), lock.RunLocked (another run uses
+    the root), or metadata.StoreUnreadable."""
     root = loaded.resolve(loaded.spec.root or "")
     with lock.hold(root), stops.handling():
+        metadata.check(root)  # before anything is written: a damaged store is left as it is
         return _run_locked(loaded, root, to, verbose)
 
 

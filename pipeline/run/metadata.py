@@ -4,6 +4,7 @@ reading back what a run did, read-write for the runner and for settling what a d
 from __future__ import annotations
 
 import os
+import re
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
@@ -26,3 +27,41 @@ def connection_config(root: str, readonly: bool = False) -> mlmd.ConnectionConfi
 
 def open_store(root: str, readonly: bool = True) -> metadata_store.MetadataStore:
     return metadata_store.MetadataStore(connection_config(root, readonly))
+
+
+class StoreUnreadable(Exception):
+    """The root's ML Metadata store exists and cannot be read; names the file, why, and what to do."""
+
+
+_NEWER = re.compile(r"MLMD database version (\d+) is greater than library version (\d+)")
+_OLDER = re.compile(r"MLMD database version (\d+) is older than library version (\d+)")
+
+
+def check(root: str) -> None:
+    """Open ``root``'s store read-only, if it exists, and read from it: a damaged file, or one another ML
+    Metadata version wrote, stops the run before anything is written, the file left as it is (opening it
+    read-write would not repair it, and a new store in its place would lose every run's record)."""
+    path = metadata_path(root)
+    if not os.path.exists(path):
+        return
+    try:
+        open_store(root, readonly=True).get_context_types()
+    except RuntimeError as exc:
+        raise StoreUnreadable(f"the ML Metadata store {path} cannot be read: {_why(str(exc))}. tfxd left it as "
+                              "it is") from None
+
+
+def _why(error: str) -> str:
+    moved = (f"move it aside (mv {FILE_NAME} {FILE_NAME}.old): the next run starts a new record, and runs "
+             "nothing from the cache")
+    if newer := _NEWER.search(error):
+        return (f"a newer ML Metadata wrote it (schema version {newer.group(1)}; this tfxd's reads "
+                f"{newer.group(2)}); run this root with the tfxd (or TFX) version that wrote it, or {moved}")
+    if older := _OLDER.search(error):
+        return (f"an older ML Metadata wrote it (schema version {older.group(1)}; this tfxd's reads "
+                f"{older.group(2)}, and does not migrate a store in place); back it up and migrate it with "
+                "ml_metadata's MetadataStore(config, enable_upgrade_migration=True), or " + moved)
+    if "malformed" in error or "not a database" in error:
+        return f"the file is damaged ({'truncated or corrupt' if 'malformed' in error else 'not an SQLite database'})"\
+            f"; restore it from a backup, or {moved}"
+    return f"{error.split(' query:')[0]}; check the file's permissions and that no other program holds it, or {moved}"
