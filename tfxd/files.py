@@ -19,8 +19,12 @@ def write_atomic(path: str, content: str | bytes) -> str:
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
-    partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
-    os.replace(partial, target)
+    try:
+        partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        os.replace(partial, target)
+    except BaseException:
+        partial.unlink(missing_ok=True)  # a full disk, a signal: no half-written file is left behind
+        raise
     return path
 
 

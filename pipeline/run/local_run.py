@@ -24,6 +24,7 @@ from tfxd.pipeline.run import lock, metadata, records, unfinished
 from tfxd.pipeline.run.outcome import (
     RunFailed,
     RunInterrupted,
+    disk_full,
     new_run_id,
     root_cause,
     shortened,
@@ -166,7 +167,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     if tfx is None:
         if interrupted:
             raise RunInterrupted(None, False, paths.log, signum)
-        raise RunFailed("tfxd", _reason(failure), paths.log)
+        raise RunFailed("tfxd", _reason(failure, root), paths.log)
     summary = _summary(loaded, paths, tfx, started)
     skipped = None if interrupted or failure is None else skipped_for_no_new_data(str(failure))
     if skipped is not None:  # data.on_no_new_data: skip - not a failure: the run did what it was asked
@@ -182,21 +183,24 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if component["status"] == "failed":  # the execution Ctrl-C left RUNNING, or ExampleGen's stop
                 component["status"] = summary["status"]
     summary["report"] = _write_report(summary, paths)
-    write_json(paths.summary, summary)
+    try:
+        write_json(paths.summary, summary)
+    except OSError as exc:  # a full disk: the run's own message below matters more
+        console.warn(f"summary.json could not be written ({exc.strerror}): {paths.summary}")
     if interrupted:
         raise RunInterrupted(progress.current, progress.current == "Trainer"
                              and loaded.spec.training.callbacks.backup_and_restore, paths.log, signum)
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
-        raise RunFailed(component, _reason(failure), paths.log) from None
+        raise RunFailed(component, _reason(failure, root), paths.log) from None
     return summary
 
 
-def _reason(failure: BaseException | None) -> str:
+def _reason(failure: BaseException | None, root: str) -> str:
     """The root cause in one message (the whole message when it names no error of its own)."""
     text = str(failure).strip() if failure is not None else ""
-    return root_cause(text) or shortened(text) or type(failure).__name__
+    return disk_full(text, root) or root_cause(text) or shortened(text) or type(failure).__name__
 
 
 def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:

@@ -5,7 +5,9 @@ in. `tfxd run` and `tfxd replay` both end this way."""
 from __future__ import annotations
 
 import datetime
+import os
 import re
+import shutil
 
 from tfxd import stops
 
@@ -73,3 +75,28 @@ def shortened(reason: str) -> str:
     characters."""
     reason = reason.split(" [while running")[0].strip()
     return reason if len(reason) < REASON_LIMIT else reason[:REASON_LIMIT] + " ..."
+
+
+_NO_SPACE = re.compile(r"\[Errno 28\]|No space left on device|ENOSPC|database or disk is full")
+
+
+def disk_full(text: str, root: str) -> str | None:
+    """The reason a run failed, in words, when the disk it writes to filled up (a write failed with
+    ENOSPC, whatever wrapped it); None otherwise. Names ``root`` and the space free there now."""
+    if not _NO_SPACE.search(text):
+        return None
+    where = root
+    while not os.path.exists(where) and os.path.dirname(where) != where:
+        where = os.path.dirname(where)
+    usage = shutil.disk_usage(where)
+    return (f"no space left on the device under {root} ({_size(usage.total)} in all, {_size(usage.free)} free as "
+            "the run stopped); nothing the failed component wrote was published. Free some space, or set `root` to "
+            "a disk with room, and run the same command again")
+
+
+def _size(count: int) -> str:
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if count < 1024 or unit == "GB":
+            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TB"
