@@ -49,3 +49,17 @@ def write_spec(folder: Path, text: str, name: str = "spec.yaml") -> Path:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+# The failure cases bench/reliability.py counts, one kind each: `@pytest.mark.reliability(KIND)` on a test
+# (or a parametrized case) that makes a real failure happen and asserts it is handled well.
+RELIABILITY_KINDS = ("bad spec", "bad data", "crash point", "environment fault", "compiled file")
+
+
+@pytest.fixture(autouse=True)
+def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
+    """The case's kind, into the junit report that bench/reliability.py reads."""
+    marker = request.node.get_closest_marker("reliability")
+    if marker is not None:
+        assert marker.args and marker.args[0] in RELIABILITY_KINDS, marker.args
+        record_property("reliability", marker.args[0])

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.components.example_gen.conftest import EXTERNAL, spec_text
 from tests.conftest import REPO
 
@@ -47,6 +49,7 @@ def _count(folder: Path) -> int:
     return sum(1 for _ in tf.data.TFRecordDataset(files, compression_type="GZIP"))
 
 
+@pytest.mark.reliability("crash point")
 def test_example_gen_retried_on_the_same_uris_after_a_kill_holds_only_the_retrys_examples(tmp_path):
     rows = (EXTERNAL / "csv" / "data.csv").read_text().splitlines()
     (tmp_path / "data.csv").write_text("\n".join(rows) + "\n")

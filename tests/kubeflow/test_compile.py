@@ -64,6 +64,7 @@ def test_outputs_parse_strictly_and_name_importable_executors(compiled):
             assert callable(getattr(importlib.import_module(module), name))
 
 
+@pytest.mark.reliability("compiled file")
 def test_no_local_paths_and_byte_identical(compiled, tmp_path):
     for path in compiled.values():
         text = path.read_text()
@@ -81,6 +82,7 @@ SECRETS = {"TFXD_TEST_TOKEN": "s3cr3t-t0ken-value", "AWS_SECRET_ACCESS_KEY": "aw
            "GOOGLE_APPLICATION_CREDENTIALS": "/secret/place/creds.json", "KFP_BEARER": "bearer-s3cr3t-value"}
 
 
+@pytest.mark.reliability("compiled file")
 def test_only_interpolated_environment_reaches_the_compiled_files(tmp_path):
     """Compiled from two folders, under two environments full of look-alike credentials: the files are
     byte-identical, hold the one value the spec interpolates, and none of the rest of the environment."""

@@ -146,6 +146,7 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
     assert result == {"first": [1], "second": [2, 3, 4]}
 
 
+@pytest.mark.reliability("crash point")
 def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_retry_resumes_there(tmp_path):
     result = run_fresh(f"""
         import json

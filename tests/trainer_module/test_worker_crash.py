@@ -119,6 +119,7 @@ def _newest_logs(folder: Path) -> Path:
     return Path(sorted(glob.glob(str(folder / "tfxd-runs" / "crash" / "runs" / "*" / "logs")))[-1])
 
 
+@pytest.mark.reliability("crash point")
 def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     folder = _project(tmp_path)
     backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"

@@ -117,12 +117,14 @@ BAD_CSV = "x,y\n1,a\n2,b,extra\n3,c\n4\n5,e\n"
 
 # Beam re-raises errors from inside a pipeline as RuntimeError with the original message, so the tests
 # match the message: it is what the user sees.
+@pytest.mark.reliability("bad data")
 def test_bad_records_fail_names_the_line(run_example_gen, tmp_path):
     (tmp_path / "bad.csv").write_text(BAD_CSV)
     with pytest.raises(Exception, match=r"bad\.csv:3: ragged row: 3 fields where the header has 2"):
         run_example_gen({"format": "csv", "path": "bad.csv"}, folder=tmp_path)
 
 
+@pytest.mark.reliability("bad data")
 def test_bad_records_skip_counts(run_example_gen, tmp_path):
     (tmp_path / "bad.csv").write_text(BAD_CSV + "6,f\n7,g\n")
     splits, examples = run_example_gen({"format": "csv", "path": ".", "bad_records": "skip",
@@ -131,6 +133,7 @@ def test_bad_records_skip_counts(run_example_gen, tmp_path):
     assert json.loads(examples.get_string_custom_property("tfxd_bad_records")) == {"ragged row": 4}  # 2 a split
 
 
+@pytest.mark.reliability("bad data")
 def test_pinned_type_mismatch_is_a_bad_record(run_example_gen, tmp_path):
     (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"x": "two"}\n{"x": 3}\n')
     with pytest.raises(Exception, match=r"d\.jsonl:2: value does not fit its column: column 'x': 'two' is "
@@ -139,12 +142,14 @@ def test_pinned_type_mismatch_is_a_bad_record(run_example_gen, tmp_path):
                         folder=tmp_path)
 
 
+@pytest.mark.reliability("bad data")
 def test_invalid_json_line(run_example_gen, tmp_path):
     (tmp_path / "d.jsonl").write_text('{"x": 1}\n{"x": \n')
     with pytest.raises(Exception, match=r"d\.jsonl:2: invalid JSON"):
         run_example_gen({"format": "jsonl", "path": "d.jsonl", "splits": {"train": 0.5, "eval": 0.5}}, folder=tmp_path)
 
 
+@pytest.mark.reliability("bad data")
 @pytest.mark.parametrize(("content", "message"), [("", "is empty"), ("a,b\n", "has a header but no rows")])
 def test_empty_and_header_only_files_name_the_path(run_example_gen, tmp_path, content, message):
     (tmp_path / "d.csv").write_text(content)
@@ -152,6 +157,7 @@ def test_empty_and_header_only_files_name_the_path(run_example_gen, tmp_path, co
         run_example_gen({"format": "csv", "path": "d.csv"}, folder=tmp_path)
 
 
+@pytest.mark.reliability("bad data")
 def test_a_split_that_ends_up_empty(run_example_gen, tmp_path):
     (tmp_path / "d.csv").write_text("a\n1\n")
     with pytest.raises(Exception, match="ended up empty"):

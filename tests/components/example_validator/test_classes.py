@@ -5,6 +5,7 @@ with the values, the split and the fix."""
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from tests.conftest import write_spec
 from tests.pipeline.run.test_run_taxi import statuses, summaries, tfxd
@@ -19,6 +20,7 @@ def _statistics(values: list[str]):
     return tfdv.generate_statistics_from_dataframe(pd.DataFrame({"species": values, "x": range(len(values))}))
 
 
+@pytest.mark.reliability("bad data")
 def test_a_class_only_the_eval_split_has_is_named_with_its_records():
     train = classes(_statistics(["Adelie", "Gentoo"] * 10), "species")
     evaluation = classes(_statistics(["Adelie", "Chinstrap", "Chinstrap"]), "species")
@@ -28,6 +30,7 @@ def test_a_class_only_the_eval_split_has_is_named_with_its_records():
                             "never in train, so the model cannot learn it (Transform would give it id -1)")
 
 
+@pytest.mark.reliability("bad data")
 def test_more_classes_than_num_classes_and_numbers_are_left_to_example_gen():
     train = classes(_statistics(["a", "b", "c", "d", "a"]), "species")
     assert problems(LABEL, {"train": train}) == [
@@ -53,6 +56,7 @@ beam: {workers: 1}
 """
 
 
+@pytest.mark.reliability("bad data")
 def test_the_run_stops_at_the_example_validator_naming_the_class_and_the_split(tmp_path):
     for split, names in (("train", ["Adelie", "Gentoo"] * 20), ("eval", ["Adelie", "Chinstrap"] * 5)):
         (tmp_path / "data" / split).mkdir(parents=True)

@@ -155,6 +155,7 @@ def _check_resumed(folder: Path, result: subprocess.CompletedProcess, reused: li
     return summary
 
 
+@pytest.mark.reliability("crash point")
 def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resumes(crash_project):
     first = Running(crash_project)
     first.wait_for("> Transform ...")
@@ -175,6 +176,7 @@ def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resu
     assert after["ExampleGen"] == ["COMPLETE", "CACHED"]
 
 
+@pytest.mark.reliability("crash point")
 def test_sigkill_of_the_whole_run_during_the_trainer_then_the_same_command_resumes(crash_project):
     first = Running(crash_project)
     first.wait_for("Trainer epoch 3/")
@@ -220,6 +222,7 @@ def test_sigkill_of_the_main_process_leaves_no_trainer_worker_behind(crash_proje
     assert _executions(crash_project)["Trainer"] == ["RUNNING"]
 
 
+@pytest.mark.reliability("crash point")
 def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project):
     first = Running(crash_project)
     first.wait_for("Trainer epoch 2/")
@@ -240,6 +243,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project
     assert "ended during" not in result.stdout  # the interrupted run settled its own books
 
 
+@pytest.mark.reliability("crash point")
 def test_sigterm_during_transform_is_a_stop_with_exit_143_and_the_rerun_resumes(crash_project):
     first = Running(crash_project)
     first.wait_for("> Transform ...")
@@ -260,6 +264,7 @@ def test_sigterm_during_transform_is_a_stop_with_exit_143_and_the_rerun_resumes(
     assert _executions(crash_project)["Transform"] == ["CANCELED", "COMPLETE"]
 
 
+@pytest.mark.reliability("crash point")
 def test_sigterm_during_training_backs_up_the_step_and_the_rerun_resumes_from_it(crash_project):
     first = Running(crash_project)
     first.wait_for("Trainer epoch 2/")
@@ -280,6 +285,7 @@ def test_sigterm_during_training_backs_up_the_step_and_the_rerun_resumes_from_it
     assert epochs == 10 - epoch + 1
 
 
+@pytest.mark.reliability("crash point")
 def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_rerun_resumes(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
     first = Running(crash_project)
@@ -301,6 +307,7 @@ def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_reru
     assert _runs(crash_project)[-1]["training"]["epochs"] < 10  # went on from the backed-up epoch
 
 
+@pytest.mark.reliability("crash point")
 def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {orchestrator: beam}\n")
     first = Running(crash_project, "--to", "Transform")

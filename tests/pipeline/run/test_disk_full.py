@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import BASE_SPEC, write_spec
 
 TFXD = os.path.join(os.path.dirname(sys.executable), "tfxd")
@@ -45,6 +47,7 @@ def _root_spec(project: Path, extra: str) -> None:
     write_spec(project, BASE_SPEC + f"root: {project / 'small-disk' / 'root'}\nbeam: {{workers: 1}}\n" + extra)
 
 
+@pytest.mark.reliability("environment fault")
 def test_a_disk_that_fills_while_examples_are_written(project):
     rows = "".join(f"{i * 0.1},{'abc'[i % 3]},{i % 2},{os.urandom(60).hex()}\n" for i in range(40000))
     (project / "data.csv").write_text("x,city,target,note\n" + rows)  # about 2.5 MB of examples, gzipped
@@ -57,6 +60,7 @@ def test_a_disk_that_fills_while_examples_are_written(project):
     assert not [f for f in files if "/Split-" in f or f.endswith(".partial")], files  # no shard, no half file
 
 
+@pytest.mark.reliability("environment fault")
 def test_a_disk_that_fills_while_the_model_is_written(project):
     _root_spec(project, "model: {type: dnn, hidden_units: [1024, 1024, 1024]}\n")  # about 40 MB with its optimizer
     code, err, files, fs = _full_run(project, "12m")

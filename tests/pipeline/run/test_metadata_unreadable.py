@@ -23,6 +23,7 @@ def _damage(store: Path, how: str) -> None:
             connection.execute("UPDATE MLMDEnv SET schema_version = ?", (99 if how == "newer" else 5,))
 
 
+@pytest.mark.reliability("environment fault")
 @pytest.mark.parametrize(("how", "why"), [
     ("truncated", "the file is damaged (truncated or corrupt); restore it from a backup, or move it aside"),
     ("not-a-database", "the file is damaged (not an SQLite database)"),

@@ -9,10 +9,13 @@ import os
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import BASE_SPEC, write_spec
 from tests.pipeline.run.test_run_taxi import COMPONENTS, tf_records, tfxd
 
 
+@pytest.mark.reliability("bad data")
 def test_a_bad_record_fails_the_run_at_example_gen(project):
     (project / "data.csv").write_text("x,city,target\n1.0,a,1\n2.0,b,0,9\n")
     spec = write_spec(project, BASE_SPEC + "beam: {workers: 1}\n")
@@ -74,6 +77,7 @@ feature { name: "target" type: INT presence { min_fraction: 1.0 min_count: 1 } s
 """
 
 
+@pytest.mark.reliability("bad data")
 def test_a_column_whose_type_changed_stops_the_run_at_example_validator(project):
     (project / "schema.pbtxt").write_text(SCHEMA)
     # x was a number when the schema was made; this file has words in it

@@ -236,6 +236,7 @@ CASES = [
 ]
 
 
+@pytest.mark.reliability("bad spec")
 @pytest.mark.parametrize(("text", "line", "path", "needle"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_wrong_spec_is_refused_with_position_path_and_hint(project, text, line, path, needle):
     if text is DIRECTORY:
@@ -246,23 +247,32 @@ def test_wrong_spec_is_refused_with_position_path_and_hint(project, text, line, 
         spec.write_bytes(text)
     else:
         spec = write_spec(project, text)
-    before = sorted(p.name for p in project.iterdir())
+    before = sorted(str(p.relative_to(project)) for p in project.rglob("*"))
     result = run_cli("validate", str(spec))
     assert result.exit_code == 2, result.output
     assert "Traceback" not in result.output
     match = re.search(rf"{re.escape(str(spec))}:(\d+):(\d+): {re.escape(path)}: ", result.output)
     assert match, result.output
     assert int(match.group(1)) == line, result.output
+    if isinstance(text, str) and line <= len(text.splitlines()):  # the column points at a key or value there
+        shown = text.splitlines()[line - 1]
+        column = int(match.group(2))
+        # at a token, or just past the line's end where a value is missing (`name:`)
+        assert column in (1, len(shown) + 1) or shown[column - 1:column].strip(), (shown, column, result.output)
     assert needle in result.output
     assert "\n    hint: " in result.output, result.output
     assert "nothing was written" in result.output
-    assert sorted(p.name for p in project.iterdir()) == before
+    for verb in (("run",), ("compile", "--target", "kubeflow", "-o", str(project / "out.yaml"))):  # verbs that write
+        refused = run_cli(*verb, str(spec))
+        assert refused.exit_code == 2 and "Traceback" not in refused.output, (verb, refused.output)
+    assert sorted(str(p.relative_to(project)) for p in project.rglob("*")) == before
 
 
 def test_enough_wrong_specs():
     assert len(CASES) >= 60 and len({c[0] for c in CASES}) == len(CASES)
 
 
+@pytest.mark.reliability("bad spec")
 def test_every_problem_is_reported_at_once(project):
     text = edit("batch_size: 32", "batch_size: 0").replace("format: csv", "format: cvs") + "extra: 1\n"
     result = run_cli("validate", str(write_spec(project, text)))
@@ -272,30 +282,35 @@ def test_every_problem_is_reported_at_once(project):
     assert "3 problems found" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_expression_error_names_the_column(project):
     result = run_cli("validate", str(write_spec(project, edit("  column: target", "  expr: 'fare + x[0]'"))))
     assert result.exit_code == 2
     assert "subscripting" in result.output and "column 8" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_set_error_points_at_the_command_line(project):
     result = run_cli("validate", str(write_spec(project, BASE_SPEC)), "--set", "training.steps=lots")
     assert result.exit_code == 2
     assert "--set training.steps=lots:1:16: training.steps: input should be a valid integer" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_malformed_set_is_a_usage_error(project):
     result = run_cli("validate", str(write_spec(project, BASE_SPEC)), "--set", "training.steps")
     assert result.exit_code == 2
     assert "expected key.path=value" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_target_must_exist(project):
     result = run_cli("validate", str(write_spec(project, BASE_SPEC)), "--target", "vertex")
     assert result.exit_code == 2
     assert "no `targets.vertex` section" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_parameter_server_needs_parameter_servers_on_the_target(project):
     spec = write_spec(project, BASE_SPEC + "  strategy: parameter_server\n")
     result = run_cli("validate", str(spec), "--target", "local")
@@ -303,12 +318,14 @@ def test_parameter_server_needs_parameter_servers_on_the_target(project):
     assert ":19:" in result.output and "targets.local.trainer has none" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 def test_missing_spec_file(project):
     result = run_cli("validate", str(project / "nope.yaml"))
     assert result.exit_code == 2
     assert "nope.yaml:1:1: (file): no such file" in result.output
 
 
+@pytest.mark.reliability("bad spec")
 @pytest.mark.parametrize(("old", "new", "line", "path", "needle"), [
     ("  - name: x\n", "  - name: xx\n", 7, "features[0].name", "did you mean 'x'?"),
     ("  column: target", "  column: targt", 14, "label.column", "did you mean 'target'?"),
@@ -322,6 +339,7 @@ def test_columns_are_checked_against_the_csv_header(project, old, new, line, pat
     assert needle in result.output
 
 
+@pytest.mark.reliability("bad spec")
 @pytest.mark.parametrize(("beam", "path", "needle"), [
     ("beam: {runner: flink}\n", "beam.master", "needs `master`"),
     ("beam: {runner: direct, master: x}\n", "beam.master", "does not apply to runner direct"),
