@@ -66,7 +66,6 @@ def replica_args(input_dict, output_dict, exec_properties) -> list[str]:
 
 class Executor(trainer_executor.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
-        files.empty_outputs(output_dict)  # a retried step meets the first attempt's half-saved model
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
         config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
         settings, backup_dir = config.pop(CONFIG.TFJOB), config[CONFIG.BACKUP_DIR]
@@ -77,7 +76,10 @@ class Executor(trainer_executor.Executor):
         name = manifest.job_name(settings["pipeline"], model_uri)
         body = manifest.body(name, kube.namespace, settings, replica_args(input_dict, output_dict, replica_properties),
                              owner=kube.own_pod())
-        Launch(kube, name, settings, backup_dir, lambda: self._model_written(output_dict)).run(body)
+        # a retried step meets its first attempt's job and outputs: a succeeded job's model is taken as it is,
+        # else the outputs are emptied (a half-saved model) before the new job starts
+        Launch(kube, name, settings, backup_dir, lambda: self._model_written(output_dict),
+               lambda: files.empty_outputs(output_dict)).run(body)
         self._check_model(output_dict)
         trainer_executor.drop_backup(backup_dir)
 
@@ -85,9 +87,10 @@ class Executor(trainer_executor.Executor):
 class Launch:
     """One TFJob, from creation (or take-over) to its end."""
 
-    def __init__(self, kube: Kubernetes, name: str, settings: dict[str, Any], backup_dir: str, model_written) -> None:
+    def __init__(self, kube: Kubernetes, name: str, settings: dict[str, Any], backup_dir: str, model_written,
+                 empty_outputs) -> None:
         self.kube, self.name, self.settings, self.backup_dir = kube, name, settings, backup_dir
-        self.model_written = model_written
+        self.model_written, self.empty_outputs = model_written, empty_outputs
         self.where = f"TFJob {kube.namespace}/{name}"
         self.said: set[str] = set()
 
@@ -96,6 +99,7 @@ class Launch:
         try:
             if self._take_over():
                 return
+            self.empty_outputs()
             self._call(self.kube.create, body)
             logging.info("tfxd trainer: created %s (%s)", self.where, ", ".join(
                 f"{spec['replicas']} {kind}" for kind, spec in body["spec"]["tfReplicaSpecs"].items()))
