@@ -73,6 +73,10 @@ def stop_at_step(backup) -> Any:
     import tensorflow as tf
 
     class StopAtStep(tf.keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self._supports_tf_logs = True  # it reads no logs: Keras need not copy them to numpy every step
+
         def on_train_batch_end(self, batch, logs=None):
             signum = stops.requested()
             if signum is None:
