@@ -7,6 +7,7 @@ is implemented in ``_transform``.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import tensorflow as tf
@@ -18,11 +19,12 @@ from tfxd.components.transform.expressions_tf import compile_expression
 
 def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> dict[str, tf.Tensor]:
     columns = _Columns(inputs)
-    outputs: dict[str, tf.Tensor] = {}
-    for feature in custom_config[keys.FEATURES]:
-        name = feature["name"]
-        raw = compile_expression(feature["expr"], columns.get) if feature.get("expr") else columns.get(name)
-        outputs[name] = _transform(name, raw, feature)
+    features = custom_config[keys.FEATURES]
+    raws = {feature["name"]: compile_expression(feature["expr"], columns.get) if feature.get("expr")
+            else columns.get(feature["name"]) for feature in features}
+    statistics = _Statistics(features, raws)
+    outputs: dict[str, tf.Tensor] = {feature["name"]: _transform(feature["name"], raws[feature["name"]], feature,
+                                                                 statistics) for feature in features}
     label = custom_config[keys.LABEL]
     raw_label = compile_expression(label["expr"], columns.get) if label.get("expr") else columns.get(label["column"])
     outputs[label["name"]] = _label(label, raw_label)
@@ -79,36 +81,91 @@ def _cast_values(tensor: Any, dtype: tf.DType) -> Any:
     return tf.cast(tensor, dtype)
 
 
-def _filled(name: str, values: tf.Tensor, fill: Any) -> tuple[tf.Tensor, tf.Tensor]:
-    """(values with missing numbers (NaN) replaced by ``fill``, the values to analyze).
+NUMERIC = ("zscore", "minmax", "log", "bucketize", "categorical", "identity")
+
+
+class _Statistics:
+    """The mean, variance, min and max of every single-valued numeric feature, from one analyzer each over
+    all of them stacked as columns (tf.Transform ignores NaN, so each column's figures are over the values
+    present). One analyzer per figure instead of three or four per feature: tf.Transform builds Beam stages
+    per analyzer, and with 30 features those stages, not the data, were most of Transform's time."""
+
+    def __init__(self, features: list[dict[str, Any]], raws: dict[str, tf.Tensor]) -> None:
+        self._index: dict[str, int] = {}
+        analyzed = []
+        for feature in features:
+            name, raw = feature["name"], raws[feature["name"]]
+            if feature["transform"] in NUMERIC and raw.dtype != tf.string and raw.shape.rank == 1:
+                self._index[name] = len(analyzed)
+                analyzed.append(_analyzed(tf.cast(raw, tf.float64), feature.get("fill")))
+        self._mean = self._variance = self._min = self._max = None
+        if analyzed:
+            stacked = tf.stack(analyzed, axis=1)
+            self._mean, self._variance = (_columnwise(analyzer, stacked) for analyzer in (tft.mean, tft.var))
+            if any(feature["transform"] == "minmax" and feature["name"] in self._index for feature in features):
+                # unlike mean and var, min and max keep NaN: a missing value is made one they pass over
+                missing = tf.math.is_nan(stacked)
+                self._min = _columnwise(tft.min, tf.where(missing, tf.constant(math.inf, tf.float64), stacked))
+                self._max = _columnwise(tft.max, tf.where(missing, tf.constant(-math.inf, tf.float64), stacked))
+
+    def of(self, name: str) -> dict[str, tf.Tensor] | None:
+        """The feature's figures (scalars), or None for a feature that is not among the stacked ones."""
+        if name not in self._index:
+            return None
+        i = self._index[name]
+        figures = {"mean": self._mean[i], "variance": self._variance[i]}
+        if self._min is not None:
+            figures.update(min=self._min[i], max=self._max[i])
+        return figures
+
+
+def _columnwise(analyzer: Any, stacked: tf.Tensor) -> tf.Tensor:
+    """One figure per column of ``stacked``, as a vector even for one column (tf.Transform hands the
+    value of a one-column analyzer back as a scalar)."""
+    return tf.reshape(tf.cast(analyzer(stacked, reduce_instance_dims=False), tf.float64), [-1])
+
+
+def _analyzed(values: tf.Tensor, fill: Any) -> tf.Tensor:
+    """What the analyzers see: the values with a constant fill in place (it is part of the statistics),
+    or with NaN where missing (left out of them)."""
+    if fill is None:
+        return values
+    return tf.where(tf.math.is_nan(values), tf.constant(float(fill), tf.float64), values)
+
+
+def _filled(name: str, values: tf.Tensor, fill: Any, figures: dict[str, tf.Tensor] | None, kind: str
+            ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
+    """(values with missing numbers (NaN) replaced by ``fill``, the values to analyze, their figures).
 
     Filled by default with the mean of the values present; then the analyzers (z-score, min/max,
     quantiles) see the values present, not the filled ones. The mean is the same either way and
     min/max too, while tf.Transform needs no second pass over the data for analyzers that would
-    otherwise depend on the mean: one analysis phase instead of two."""
+    otherwise depend on the mean: one analysis phase instead of two. A feature outside the stacked
+    statistics (a fixed-length list) gets analyzers of its own, only those its transform needs."""
     if values.dtype == tf.string:
         raise ValueError(f"feature {name!r}: this transform needs numbers, and the column holds strings; "
                          "use vocabulary or hash")
     values = tf.cast(values, tf.float64)
     missing = tf.math.is_nan(values)
-    if fill is not None:
-        filled = tf.where(missing, tf.constant(float(fill), tf.float64), values)
-        return filled, filled
-    present = tf.boolean_mask(values, tf.logical_not(missing))
-    return tf.where(missing, tf.cast(tft.mean(present), tf.float64), values), present
+    analyzed = _analyzed(values, fill) if fill is not None else tf.boolean_mask(values, tf.logical_not(missing))
+    if figures is None:
+        wanted = {"mean": tft.mean, **({"variance": tft.var} if kind == "zscore" else {}),
+                  **({"min": tft.min, "max": tft.max} if kind == "minmax" else {})}
+        figures = {figure: tf.cast(analyzer(analyzed), tf.float64) for figure, analyzer in wanted.items()}
+    filled = analyzed if fill is not None else tf.where(missing, figures["mean"], values)
+    return filled, analyzed, figures
 
 
-def _z_score(values: tf.Tensor, analyzed: tf.Tensor) -> tf.Tensor:
-    """(values - mean) / standard deviation, both over ``analyzed``; centred only where it is constant."""
-    mean, variance = tft.mean(analyzed), tft.var(analyzed)
-    centred = values - tf.cast(mean, tf.float64)
-    deviation = tf.sqrt(tf.cast(variance, tf.float64))
+def _z_score(values: tf.Tensor, figures: dict[str, tf.Tensor]) -> tf.Tensor:
+    """(values - mean) / standard deviation; centred only where it is constant."""
+    centred = values - figures["mean"]
+    deviation = tf.sqrt(figures["variance"])
     return tf.where(deviation > 0, centred / tf.where(deviation > 0, deviation, 1.0), centred)
 
 
-def _zero_one(values: tf.Tensor, analyzed: tf.Tensor) -> tf.Tensor:
-    """(values - min) / (max - min) over ``analyzed``; 0.5 throughout where it is constant."""
-    low, high = (tf.cast(v, tf.float64) for v in (tft.min(analyzed), tft.max(analyzed)))
+def _zero_one(values: tf.Tensor, figures: dict[str, tf.Tensor]) -> tf.Tensor:
+    """(values - min) / (max - min); 0.5 throughout where it is constant."""
+    low, high = figures["min"], figures["max"]
     span = high - low
     half = tf.fill(tf.shape(values), tf.constant(0.5, tf.float64))
     return tf.where(span > 0, (values - low) / tf.where(span > 0, span, 1.0), half)
@@ -126,7 +183,7 @@ def _strings(values: tf.Tensor, fill: Any) -> tf.Tensor:
     return values
 
 
-def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
+def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: _Statistics) -> tf.Tensor:
     kind, fill = feature["transform"], feature.get("fill")
     if kind == "vocabulary":
         return tft.compute_and_apply_vocabulary(
@@ -135,11 +192,11 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any]) -> tf.Tensor:
             num_oov_buckets=feature["oov_buckets"], vocab_filename=name)
     if kind == "hash":
         return tf.strings.to_hash_bucket_fast(_strings(raw, fill), feature["buckets"])
-    values, analyzed = _filled(name, raw, fill)
+    values, analyzed, figures = _filled(name, raw, fill, statistics.of(name), kind)
     if kind == "zscore":
-        return tf.cast(_z_score(values, analyzed), tf.float32)
+        return tf.cast(_z_score(values, figures), tf.float32)
     if kind == "minmax":
-        return tf.cast(_zero_one(values, analyzed), tf.float32)
+        return tf.cast(_zero_one(values, figures), tf.float32)
     if kind == "log":
         check = tf.debugging.assert_non_negative(
             values, message=f"feature {name!r}: log needs values >= 0 and found a negative one; use zscore, "

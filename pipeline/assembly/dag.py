@@ -74,8 +74,11 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
         skew=spec.validation.skew.model_dump() if spec.validation.skew else None,
         label=_classes(spec))
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
+    # Nothing reads Transform's own statistics, schemas and anomalies (StatisticsGen and ExampleValidator
+    # judged the data already) or its analyzer cache (no run hands it back): both only cost Beam stages
     transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
-                          custom_config=transform_config(loaded))
+                          custom_config=transform_config(loaded), disable_statistics=True,
+                          disable_analyzer_cache=True)
     gates = (drift, spec.validation.skew)
     if (spec.validation.fail_on_anomalies or any(gate and gate.action == "fail" for gate in gates)
             or _classes(spec)):

@@ -61,3 +61,21 @@ def test_mean_fill_and_statistics_over_the_values_present():
 def test_a_column_with_several_values_in_a_record_is_refused_by_name():
     with pytest.raises(Exception, match="x.* has records with several values; tfxd transforms single values"):
         transformed([feature("z", "x", "zscore")], x=[[1.0, 2.0], *X[1:]])
+
+
+def test_thirty_numeric_features_are_analyzed_by_one_analyzer_per_figure():
+    """tf.Transform builds Beam stages per analyzer: the features' means and variances (and min/max) come
+    from one analyzer each over all of them, not three or four per feature."""
+    import tensorflow as tf
+    from tensorflow_transform import analyzer_nodes
+
+    names = [f"x{i}" for i in range(30)]
+    config = {"features": [feature(name, name, "zscore" if i % 3 else "minmax") for i, name in enumerate(names)],
+              "label": {"name": "label", "column": "y", "expr": None, "task": "regression"}}
+    with tf.compat.v1.Graph().as_default() as graph:
+        inputs = {name: tf.compat.v1.placeholder(tf.float32, [None]) for name in [*names, "y"]}
+        outputs = preprocessing_fn(inputs, config)
+        analyzers = graph.get_collection(analyzer_nodes.TENSOR_REPLACEMENTS)
+    assert set(outputs) == {*names, "label"}
+    scopes = sorted(sink.tensor.name.split("/")[0] for sink in analyzers)  # an analyzer has two outputs
+    assert scopes == ["max", "max", "mean", "mean", "min", "min", "var", "var"], scopes
