@@ -17,13 +17,14 @@ from absl import logging
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.components.util import examples_utils
 from tfx.dsl.io import fileio
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from tfxd import keys, pushed, spans
-from tfxd.components.example_gen import records
+from tfxd.components.example_gen import columnar, records, reports
 from tfxd.files import empty_outputs
 
 READER_CONFIG_KEY = "reader_config"
@@ -32,16 +33,6 @@ SCHEDULE_TIME_KEY = "tfxd_schedule_time"  # what `{span: scheduled}` reads by
 REPORT_DIR_KEY = "_tfxd_report_dir"
 FILES_KEY = "_tfxd_files"  # with spans: JSON {split ("" for ratio splits): the chosen spans' files}
 _BAD = "bad"
-BAD_RECORDS_FILE = "bad_records.json"
-SPLIT_COUNTS_FILE = "split_counts.json"
-COLUMNS_FILE = "columns.json"
-
-
-def _open(path: str):
-    """A binary file object for any Beam filesystem (local, gs://, ...); .gz/.bz2 are decompressed."""
-    from apache_beam.io.filesystems import FileSystems
-
-    return FileSystems.open(path)
 
 
 def list_files(input_base: str, pattern: str) -> list[str]:
@@ -66,7 +57,7 @@ class _ReadFile(beam.DoFn):
         self._split = split
 
     def process(self, path: str):
-        for item in records.READERS[self._format](path, _open):
+        for item in records.READERS[self._format](path, records.open_file):
             if isinstance(item, records.Bad):
                 if not self._skip_bad:
                     raise item.error()
@@ -119,11 +110,6 @@ class _Encode(beam.DoFn):
         yield split, tf.train.Example.FromString(records.example_bytes(features, types))
 
 
-def _write_json(content: Any, path: str) -> None:
-    with fileio.open(path, "w") as handle:
-        handle.write(json.dumps(content, sort_keys=True))
-
-
 def _read_files(pipeline: beam.Pipeline, config: dict[str, Any], files_by_split: dict[str, list[str]]):
     """Every split's files -> (split, Row) pairs, and the bad records' reasons."""
     rows, bad = [], []
@@ -144,12 +130,7 @@ def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str 
     encoded = all_rows | "Encode" >> beam.ParDo(
         _Encode(config), seen=beam.pvalue.AsSingleton(seen)).with_outputs(_BAD, main="examples")
     if report_dir:
-        (seen | "ColumnNames" >> beam.Map(sorted)
-         | "WriteColumns" >> beam.Map(_write_json, os.path.join(report_dir, COLUMNS_FILE)))
-        (tuple([*bad, encoded[_BAD]]) | "AllBad" >> beam.Flatten()
-         | "CountBad" >> beam.combiners.Count.PerElement()
-         | "BadToDict" >> beam.combiners.ToDict()
-         | "WriteBad" >> beam.Map(_write_json, os.path.join(report_dir, BAD_RECORDS_FILE)))
+        reports.write_columns_and_bad(seen, [*bad, encoded[_BAD]], report_dir)
     return encoded.examples
 
 
@@ -191,7 +172,7 @@ class Executor(BaseExampleGenExecutor):
                       | f"Key[{name}]" >> beam.Map(lambda n, name=name: (name, n))
                       for name, split in splits.items()]
             (tuple(counts) | "AllCounts" >> beam.Flatten() | "CountsToDict" >> beam.combiners.ToDict()
-             | "WriteCounts" >> beam.Map(_write_json, os.path.join(report_dir, SPLIT_COUNTS_FILE)))
+             | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE)))
         return splits
 
     def _pattern_splits(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -219,17 +200,74 @@ class Executor(BaseExampleGenExecutor):
         span_config = json.loads(exec_properties[READER_CONFIG_KEY]).get("spans")
         if span_config:
             exec_properties = _with_spans(exec_properties, span_config, examples)
-        super().Do(input_dict, output_dict, exec_properties)
-        counts = _read_json(os.path.join(report_dir, SPLIT_COUNTS_FILE))
-        bad = _read_json(os.path.join(report_dir, BAD_RECORDS_FILE))
+        if _columnar(exec_properties):
+            self._columnar_do(output_dict, exec_properties)
+        else:
+            super().Do(input_dict, output_dict, exec_properties)
+        counts = _read_json(os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
+        bad = _read_json(os.path.join(report_dir, reports.BAD_RECORDS_FILE))
         empty = [name for name in artifact_utils.decode_split_names(examples.split_names) if not counts.get(name)]
         if empty:
             raise records.InputError(
                 f"split {', '.join(map(repr, empty))} ended up empty ({counts}); use more data, change the "
                 "split ratios, or check the split patterns")
-        _check_needed_columns(exec_properties, os.path.join(report_dir, COLUMNS_FILE))
+        _check_needed_columns(exec_properties, os.path.join(report_dir, reports.COLUMNS_FILE))
         examples.set_string_custom_property(keys.SPLIT_COUNTS_PROPERTY, json.dumps(counts, sort_keys=True))
         examples.set_string_custom_property(keys.BAD_RECORDS_PROPERTY, json.dumps(bad, sort_keys=True))
+
+
+    def _columnar_do(self, output_dict, exec_properties: dict[str, Any]) -> None:
+        """TFX's own Do (split names, a Beam pipeline, the payload format), with the column-wise pipeline
+        (columnar) writing the splits."""
+        input_config, output_config = example_gen_pb2.Input(), example_gen_pb2.Output()
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
+        proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+        examples = output_dict[standard_component_specs.EXAMPLES_KEY]
+        names = example_gen_utils.generate_output_split_names(input_config, output_config)
+        artifact_utils.get_single_instance(examples).split_names = artifact_utils.encode_split_names(names)
+        split_uris = {name: artifact_utils.get_split_uri(examples, name) for name in names}
+        for uri in split_uris.values():
+            fileio.makedirs(uri)
+        temp_dir = os.path.join(self._get_tmp_dir(), "tfxd_columnar")
+        fileio.makedirs(temp_dir)
+        report_dir = exec_properties[REPORT_DIR_KEY]
+        config = json.loads(exec_properties[READER_CONFIG_KEY])
+        with self._make_beam_pipeline() as pipeline:
+            counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
+                                                  split_uris, _buckets(output_config), temp_dir)
+            counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
+            reports.write_columns_and_bad(seen, [bad], report_dir)
+        payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
+        if payload_format:
+            for artifact in examples:
+                examples_utils.set_payload_format(artifact, payload_format)
+
+
+def _columnar(exec_properties: dict[str, Any]) -> bool:
+    """CSV files go column-wise, unless a split key partitions them (TFX's partition by a feature)."""
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+    return (json.loads(exec_properties[READER_CONFIG_KEY])["format"] == "csv"
+            and not output_config.split_config.partition_feature_name)
+
+
+def _files(exec_properties: dict[str, Any], input_config, output_config) -> list[tuple[str, str]]:
+    """(path, split) of every file to read: split "" where hash buckets split the records."""
+    base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    chosen = json.loads(exec_properties.get(FILES_KEY) or "{}")
+    if output_config.split_config.splits:
+        return [(path, "") for path in chosen.get("") or list_files(base, input_config.splits[0].pattern)]
+    return [(path, split.name) for split in input_config.splits
+            for path in chosen.get(split.name) or list_files(base, split.pattern)]
+
+
+def _buckets(output_config) -> list[tuple[str, int]]:
+    """(split, cumulative hash bucket bound) pairs, as TFX's partition reads its split config."""
+    bounds, total = [], 0
+    for split in output_config.split_config.splits:
+        total += split.hash_buckets
+        bounds.append((split.name, total))
+    return bounds
 
 
 def _as_the_driver_would(exec_properties: dict[str, Any], examples) -> dict[str, Any]:

@@ -20,6 +20,13 @@ from typing import Any, BinaryIO
 Opener = Callable[[str], BinaryIO]
 
 
+def open_file(path: str) -> BinaryIO:
+    """A binary file object for any Beam filesystem (local, gs://, ...); .gz/.bz2 are decompressed."""
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path)
+
+
 class BadRecordError(ValueError):
     """A record that cannot be read, under ``bad_records: fail``: names the place and the reason."""
 
@@ -59,7 +66,7 @@ def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
     with opener(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
         reader = csv.reader(text)
-        header = _read_header(path, reader)
+        header = read_header(path, reader)
         rows = 0
         for line, fields in _csv_lines(reader):
             location = f"{path}:{line}"
@@ -79,7 +86,7 @@ def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
             raise InputError(f"{path} has a header but no rows")
 
 
-def _read_header(path: str, reader: Any) -> list[str]:
+def read_header(path: str, reader: Any) -> list[str]:
     try:
         header = next(reader, None)
     except csv.Error as exc:
