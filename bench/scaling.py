@@ -1,9 +1,10 @@
 """Scaling with data: `tfxd run examples/taxi.yaml --to Trainer` (1 epoch) at 10k, 100k and 1M taxi-shaped
 rows, made by resampling the real rows with jitter (seeded, cached per size and seed).
 
-Figure: ExampleGen + Transform + Trainer seconds per 10k rows at each size.
-Target (the issue): the per-row cost at 1M within 1.2x of the one at 100k, and the peak RSS of the whole
-`tfxd` process tree at 1M within 1.5x of the one at 100k (memory bounded, not growing with the data).
+Figure: ExampleGen + Transform + Trainer seconds per 10k rows added from one size to the next (the
+marginal cost: the fixed start-up of each run cancels out, so the figure can fail).
+Target (issue 19): the marginal cost from 100k to 1M within 1.2x of the one from 10k to 100k, and the peak
+RSS of the whole `tfxd` process tree at 1M within 1.1x of the one at 100k (memory flat in the data).
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ SIZES = [10_000, 100_000, 1_000_000]
 QUICK_SIZES = [2_000, 10_000, 20_000]
 SEED = 20240501
 CHUNK = 50_000  # rows generated and written at a time
-COST_TARGET = 1.2  # per-row cost at the largest size over the one at the size before
-RSS_TARGET = 1.5  # peak RSS at the largest size over the one at the size before
+COST_TARGET = 1.2  # marginal cost per row of the last size step over the one of the step before
+RSS_TARGET = 1.1  # peak RSS at the largest size over the one at the size before
 FIGURE = ("ExampleGen", "Transform", "Trainer")
 # The spec's default (beam.workers 0) runs Beam in memory below 64 MB of input and with a worker per CPU
 # above: 100k taxi rows (12 MB) and 1M (117 MB) would run differently. Pinned to the large-input choice
@@ -97,7 +98,11 @@ def run(quick: bool = False) -> dict:
     sizes = QUICK_SIZES if quick else SIZES
     per_size = [_one(size) for size in sizes]  # smallest first: the data cache and the file cache warm up
     base, big = per_size[-2], per_size[-1]
-    ratio = big["s_per_10k"] / base["s_per_10k"]
+    # the cost of the rows added from one size to the next, free of the fixed start-up costs
+    marginal = {f"{_rows(a['rows'])}-{_rows(b['rows'])}": (b["figure_s"] - a["figure_s"]) / (b["rows"] - a["rows"])
+                * 10_000 for a, b in zip(per_size[:-1], per_size[1:], strict=True)}
+    steps = list(marginal.values())
+    ratio = steps[-1] / steps[-2]
     rss_ratio = big["peak_rss_mb"] / base["peak_rss_mb"]
     return {
         "name": NAME,
@@ -108,16 +113,13 @@ def run(quick: bool = False) -> dict:
                 f"({'in_memory' if BEAM_WORKERS == 1 else 'multi_processing'})",
         "sizes": per_size,
         "per_10k_s": {str(s["rows"]): s["s_per_10k"] for s in per_size},
-        # the cost of the rows added from one size to the next, free of the fixed start-up costs
-        "marginal_per_10k_s": {f"{_rows(a['rows'])}-{_rows(b['rows'])}":
-                               (b["figure_s"] - a["figure_s"]) / (b["rows"] - a["rows"]) * 10_000
-                               for a, b in zip(per_size[:-1], per_size[1:], strict=True)},
+        "marginal_per_10k_s": marginal,
         "ratio": common.stats([ratio]),  # one run per size
         "rss_ratio": rss_ratio,
         "linear": ratio <= COST_TARGET,
         "bounded": rss_ratio <= RSS_TARGET,
-        "target": f"s per 10k rows at {_rows(big['rows'])} <= {COST_TARGET}x the one at {_rows(base['rows'])}; "
-                  f"peak RSS <= {RSS_TARGET}x",
+        "target": f"marginal s per 10k rows {list(marginal)[-1]} <= {COST_TARGET}x the one {list(marginal)[-2]}; "
+                  f"peak RSS at {_rows(big['rows'])} <= {RSS_TARGET}x the one at {_rows(base['rows'])}",
         "met": ratio <= COST_TARGET and rss_ratio <= RSS_TARGET,
     }
 
@@ -128,10 +130,12 @@ def _rows(n: int) -> str:
 
 def table_rows(result: dict) -> list[str]:
     base, big = result["sizes"][-2], result["sizes"][-1]
-    return [f"| Scaling: ExampleGen + Transform + Trainer (1 epoch), {_rows(big['rows'])} vs "
-            f"{_rows(base['rows'])} taxi-shaped rows (s per 10k rows; peak RSS) "
-            f"| {big['s_per_10k']:.2f} s, {big['peak_rss_mb']:.0f} MB "
-            f"| {base['s_per_10k']:.2f} s, {base['peak_rss_mb']:.0f} MB "
+    (small_step, small_cost), (big_step, big_cost) = list(result["marginal_per_10k_s"].items())[-2:]
+    return [f"| Scaling: ExampleGen + Transform + Trainer (1 epoch), taxi-shaped rows: marginal s per 10k rows "
+            f"added {big_step} vs {small_step} (start-up excluded); peak RSS at {_rows(big['rows'])} vs "
+            f"{_rows(base['rows'])} "
+            f"| {big_cost:.2f} s, {big['peak_rss_mb']:.0f} MB "
+            f"| {small_cost:.2f} s, {base['peak_rss_mb']:.0f} MB "
             f"| {common.md_ratio(result['ratio'])} (RSS {result['rss_ratio']:.2f}x) "
             f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
 

@@ -1,5 +1,5 @@
 """The Trainer's input pipeline: Transform's output (GZIP TFRecords of tf.Example) read as serialized
-records, cached, shuffled, repeated, then batched and parsed a batch at a time with Transform's
+records, cached (in memory, when they are small), shuffled, repeated, then batched and parsed a batch at a time with Transform's
 feature spec, prefetched as the spec says, sharded as the plan says.
 
 Shuffling the serialized records before the batched parse gives the same example-level shuffle (a
@@ -26,7 +26,7 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
 
     names = tf.data.Dataset.list_files(files, shuffle=shuffle, seed=seed)
     records = names.interleave(_records, num_parallel_calls=tf.data.AUTOTUNE)
-    if input_spec["cache"]:
+    if _cache(input_spec["cache"], files):
         records = records.cache()
     buffer = input_spec["shuffle_buffer"]
     if shuffle and buffer:
@@ -43,6 +43,25 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
     prefetch = input_spec["prefetch"]
     data = data.prefetch(tf.data.AUTOTUNE if prefetch == "auto" else prefetch)
     return data.with_options(_options(plan))
+
+
+MEMORY_CACHE_LIMIT_BYTES = 64 << 20  # compressed: a few times that in memory, whatever the data's size
+
+
+def _cache(choice: str | bool, files: list[str]) -> bool:
+    """Whether to keep the records in memory: ``auto`` only when the files are small enough that memory
+    stays bounded by design (above, each epoch reads the files again)."""
+    if choice != "auto":
+        return bool(choice)
+    import tensorflow as tf
+
+    total = 0
+    for pattern in files:
+        for path in tf.io.gfile.glob(pattern):
+            total += tf.io.gfile.stat(path).length
+            if total > MEMORY_CACHE_LIMIT_BYTES:
+                return False
+    return True
 
 
 def _records(name):

@@ -120,7 +120,9 @@ class Callbacks(Section):
 
 
 class Input(Section):
-    cache: bool = True
+    cache: Literal["auto"] | bool = Field(
+        "auto", description="the train records in memory: auto = when their files hold at most "
+                            "64 MB (compressed), so memory stays bounded; true = always; false = never")
     shuffle_buffer: int = Field(10000, ge=0)
     prefetch: Literal["auto"] | Annotated[int, Field(ge=0)] = "auto"
 
