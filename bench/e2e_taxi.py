@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import statistics
 import sys
 
 import common
@@ -23,6 +24,7 @@ NAME = "e2e_taxi"
 PAIRS = 3
 TARGET_RATIO = 0.5
 TARGET_CONTROL_RATIO = 0.8
+TARGET_TRANSFORM_RATIO = 0.5  # taxi's Transform against TFX's, in the same pairs
 LARGE_ROWS, LARGE_PAIRS = 200_000, 2  # a size where both sides run Beam worker processes
 TARGET_ACCURACY_GAP = 0.01
 TFX_PIPELINE = "chicago_taxi_native_keras"  # the pipeline name inside TFX's script
@@ -198,6 +200,8 @@ def table_rows(result: dict) -> list[str]:
                     f"| {a['median']:.1f} s | {c['median']:.1f} s (min {c['min']:.1f}, max {c['max']:.1f}) "
                     f"| {common.md_ratio(result['control_ratio'])} "
                     f"| {result['control_target']}: {'met' if result['control_met'] else 'NOT met'} |")
+    if "control_ratio" in result:
+        rows.append(_transform_row(result))
     if "large" in result:
         large = result["large"]
         a, b = large["tfxd_seconds"], large["tfx_seconds"]
@@ -209,24 +213,38 @@ def table_rows(result: dict) -> list[str]:
     return rows
 
 
+def _transform_row(result: dict) -> str:
+    """Taxi's Transform, tfxd's against TFX's as shipped, pair by pair (the control's beside it)."""
+    seconds = {side: [r["components"]["Transform"] for r in result[side]] for side in ("tfxd", "tfx", "tfx_control")}
+    ratio = common.stats([a / b for a, b in zip(seconds["tfxd"], seconds["tfx"], strict=True)])
+    control = common.stats([a / b for a, b in zip(seconds["tfxd"], seconds["tfx_control"], strict=True)])
+    a, b = common.stats(seconds["tfxd"]), common.stats(seconds["tfx"])
+    met = ratio["median"] <= TARGET_TRANSFORM_RATIO
+    return (f"| Transform on taxi: tfxd's vs TFX's as shipped, from the end-to-end pairs (component seconds) "
+            f"| {a['median']:.1f} s (min {a['min']:.1f}, max {a['max']:.1f}) "
+            f"| {b['median']:.1f} s (min {b['min']:.1f}, max {b['max']:.1f}); with tfxd's Beam flags "
+            f"{statistics.median(seconds['tfx_control']):.1f} s (ratio {common.md_ratio(control)}) "
+            f"| {common.md_ratio(ratio)} | ratio <= {TARGET_TRANSFORM_RATIO}: {'met' if met else 'NOT met'} |")
+
+
 def details(result: dict) -> str:
     """Where the time goes: median seconds per component, both pipelines, and outside components."""
-    import statistics
-
     def medians(runs: list[dict]) -> dict[str, float]:
         names = runs[0]["components"]
         return {n: statistics.median(r["components"].get(n, 0.0) for r in runs) for n in names}
 
-    tfxd, tfx = medians(result["tfxd"]), medians(result["tfx"])
     aliases = {"CsvExampleGen": "ExampleGen"}  # TFX's node ids -> tfxd's
-    tfx = {aliases.get(n, n): s for n, s in tfx.items()}
+    tfxd = medians(result["tfxd"])
+    tfx, control = ({aliases.get(n, n): s for n, s in medians(result[side]).items()} for side in ("tfx", "tfx_control"))
     order = [n for n in [*tfxd, *(n for n in tfx if n not in tfxd)] if max(tfxd.get(n, 0), tfx.get(n, 0)) >= 0.05]
-    lines = ["| component | tfxd s | TFX s |", "|---|---|---|"]
+    lines = ["| component | tfxd s | TFX s | TFX with tfxd's Beam flags s |", "|---|---|---|---|"]
     for name in order:
-        lines.append(f"| {name} | {tfxd.get(name, 0.0):.1f} | {tfx.get(name, 0.0):.1f} |")
+        lines.append(f"| {name} | {tfxd.get(name, 0.0):.1f} | {tfx.get(name, 0.0):.1f} | {control.get(name, 0.0):.1f} |")
     outside = (result["tfxd_seconds"]["median"] - sum(tfxd.values()),
-               result["tfx_seconds"]["median"] - sum(tfx.values()))
-    lines.append(f"| outside components (start-up, imports, orchestration) | {outside[0]:.1f} | {outside[1]:.1f} |")
+               result["tfx_seconds"]["median"] - sum(tfx.values()),
+               result["tfx_control_seconds"]["median"] - sum(control.values()))
+    lines.append(f"| outside components (start-up, imports, orchestration) | {outside[0]:.1f} | {outside[1]:.1f} "
+                 f"| {outside[2]:.1f} |")
     runs = "; ".join(f"{a['seconds']:.1f} s vs {b['seconds']:.1f} s" for a, b in
                      zip(result["tfxd"], result["tfx"], strict=True))
     return "\n".join([
