@@ -1,6 +1,7 @@
-"""ExampleGen for CSV files, column-wise, on Beam: a file is an element, read twice.
+"""ExampleGen for CSV files, column-wise, on Beam: a chunk of a file is an element, read twice.
 
-The first pass finds each file's column kinds (merged into one set for all files, as the row-wise
+A large file is cut into byte ranges (csv_chunks) that Beam spreads over its workers. The first pass
+finds each chunk's column kinds (merged into one set for all files, as the row-wise
 pipeline does); the second converts the file batch by batch (csv_columns), splits each record by TFX's
 own rule (the SHA-256 of its serialized bytes into hash buckets) or by its file's split, and writes
 gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
@@ -23,28 +24,44 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfxd.components.example_gen import csv_columns, records
+from tfxd.components.example_gen import csv_chunks, csv_columns, records
 
 BAD = "bad"
-FILE_NAME = "data_tfrecord-{index:05d}.gz"
+FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
+Piece = tuple[int, str, str, int, int, "int | None"]  # (index, path, split, part, start, end): csv_chunks.pieces
+
+
+def _opener(piece: Piece):
+    """The opener (records.Opener) of a piece and the offset of its line numbers in its file; None for a
+    chunk with no line on it."""
+    _, path, _, _, start, end = piece
+    if end is None:
+        return records.open_file, lambda: 0
+    chunk_text = csv_chunks.text(path, records.open_file, start, end)
+    if chunk_text is None:
+        return None
+    return csv_chunks.opener_of(chunk_text), lambda: csv_chunks.line_offset(path, records.open_file, start)
 
 
 class _FileKinds(beam.DoFn):
-    """(index, path, split) -> the file's {column: kind} (bad records are left to the second pass)."""
+    """A piece of a file -> its {column: kind} (bad records are left to the second pass)."""
 
     def __init__(self, numeric: list[str]) -> None:
         self._numeric = frozenset(numeric)
 
-    def process(self, item: tuple[int, str, str]):
-        path = item[1]
+    def process(self, piece: Piece):
+        path, opened = piece[1], _opener(piece)
+        if opened is None:
+            return
+        opener = opened[0]
         try:
-            names = csv_columns.header(path, records.open_file)
+            names = csv_columns.header(path, opener)
             found: dict[str, str | None] = dict.fromkeys(names)
-            for batch in csv_columns.batches(path, records.open_file, names):
+            for batch in csv_columns.batches(path, opener, names):
                 found = records.TypeInferenceState.merge([found, csv_columns.kinds(batch, self._numeric)])
         except csv_columns.NotColumnar:
             found = {}
-            for row in records.read_csv(path, records.open_file):
+            for row in records.read_csv(path, opener):
                 if isinstance(row, records.Row):
                     records.TypeInferenceState.add(found, row.values, self._numeric)
         yield found
@@ -65,7 +82,7 @@ class _MergeKinds(beam.CombineFn):
 
 
 class _WriteFile(beam.DoFn):
-    """(index, path, split) -> gzipped TFRecords of its examples per split, written under a temporary
+    """A piece of a file -> gzipped TFRecords of its examples per split, written under a temporary
     name and moved into the split's folder when the file is done; yields (split, count) pairs and, under
     bad_records: skip, the reasons of bad records."""
 
@@ -79,26 +96,31 @@ class _WriteFile(beam.DoFn):
         self._bounds = [bound for _, bound in buckets]
         self._temp_dir = temp_dir
 
-    def process(self, item: tuple[int, str, str], seen: dict[str, str | None]):
-        index, path, split = item
+    def process(self, piece: Piece, seen: dict[str, str | None]):
+        index, path, split, part = piece[:4]
+        opened = _opener(piece)
+        if opened is None:
+            return
+        opener, line_offset = opened
         types = records.final_types(seen, self._pinned)
-        output = _Output(self._temp_dir, index)
+        output = _Output(self._temp_dir, index, part)
         try:
-            names = csv_columns.header(path, records.open_file)
-            for batch in csv_columns.batches(path, records.open_file, names):
+            names = csv_columns.header(path, opener)
+            for batch in csv_columns.batches(path, opener, names):
                 examples = csv_columns.example_bytes(batch, types, self._label)
                 listed = examples.to_pylist()
                 splits = [split] * len(listed) if split else [self._split_of(example) for example in listed]
                 output.write_all(splits, examples, listed)
         except csv_columns.NotColumnar:
             output.discard()
-            output = _Output(self._temp_dir, index)
-            for bad_reason in self._row_by_row(path, split, types, output):
+            output = _Output(self._temp_dir, index, part)
+            for bad_reason in self._row_by_row(path, opener, line_offset(), split, types, output):
                 yield beam.pvalue.TaggedOutput(BAD, bad_reason)
         yield from output.publish(self._split_uris)
 
-    def _row_by_row(self, path: str, split: str, types: dict[str, str], output: _Output):
-        for row in records.read_csv(path, records.open_file):
+    def _row_by_row(self, path: str, opener: records.Opener, line_offset: int, split: str, types: dict[str, str],
+                    output: _Output):
+        for row in records.read_csv(path, opener, line_offset):
             if isinstance(row, records.Row):
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:
@@ -120,19 +142,19 @@ class _WriteFile(beam.DoFn):
 
 
 class _Output:
-    """One gzipped TFRecord file per split for one input file, under a temporary name until published.
+    """One gzipped TFRecord file per split for one piece of an input file, under a temporary name until published.
     Written with Beam's filesystems and TFRecord framing of its own: a Beam worker never imports TensorFlow
     (seconds per worker process) to read CSV."""
 
-    def __init__(self, temp_dir: str, index: int) -> None:
+    def __init__(self, temp_dir: str, index: int, part: int) -> None:
         self._temp_dir = temp_dir
-        self._index = index
+        self._name = FILE_NAME.format(index=index, part=part)
         self._files: dict[str, Any] = {}
         self._pending: dict[str, bytearray] = {}
         self.counts: Counter[str] = Counter()
 
     def _temp(self, split: str) -> str:
-        return os.path.join(self._temp_dir, f"{split}-{FILE_NAME.format(index=self._index)}")
+        return os.path.join(self._temp_dir, f"{split}-{self._name}")
 
     def write(self, split: str, example: bytes) -> None:
         pending = self._pending.setdefault(split, bytearray())
@@ -182,7 +204,7 @@ class _Output:
 
         self._close()
         splits = list(self._files)
-        finals = [os.path.join(split_uris[split], FILE_NAME.format(index=self._index)) for split in splits]
+        finals = [os.path.join(split_uris[split], self._name) for split in splits]
         FileSystems.delete([final for final in finals if FileSystems.exists(final)])  # a retried bundle's
         FileSystems.rename([self._temp(split) for split in splits], finals)
         yield from self.counts.items()
@@ -216,15 +238,18 @@ def _masked_crc(data: bytes) -> int:
 
 
 def examples(pipeline: beam.Pipeline, config: dict[str, Any], files: list[tuple[str, str]],
-             split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str):
+             split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
-    (split, cumulative bucket bound) pairs) into ``split_uris``. Returns the PCollections of
-    {split: count}, the bad records' reasons and the merged {column: kind}."""
+    (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
+    ``chunk_bytes`` in chunks where that is exact. Returns the PCollections of {split: count}, the bad
+    records' reasons and the merged {column: kind}."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
-    seen = (pipeline | "Files" >> beam.Create(numbered)
-            | "Kinds" >> beam.ParDo(_FileKinds(config.get("numeric", [])))
+    pieces = (pipeline | "Files" >> beam.Create(numbered)
+              | "Chunks" >> beam.FlatMap(csv_chunks.pieces, records.open_file, chunk_bytes)
+              | "Spread" >> beam.Reshuffle())  # the chunks of one file to every worker
+    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.get("numeric", [])))
             | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
-    written = (pipeline | "FilesAgain" >> beam.Create(numbered)
+    written = (pieces
                | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir),
                                        seen=beam.pvalue.AsSingleton(seen)).with_outputs(BAD, main="counts"))
     counts = (written.counts | "SumCounts" >> beam.CombinePerKey(sum)

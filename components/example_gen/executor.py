@@ -24,7 +24,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from tfxd import keys, pushed, spans
-from tfxd.components.example_gen import columnar, records, reports
+from tfxd.components.example_gen import columnar, csv_chunks, records, reports
 from tfxd.files import empty_outputs
 
 READER_CONFIG_KEY = "reader_config"
@@ -234,7 +234,8 @@ class Executor(BaseExampleGenExecutor):
         config = json.loads(exec_properties[READER_CONFIG_KEY])
         with self._make_beam_pipeline() as pipeline:
             counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
-                                                  split_uris, _buckets(output_config), temp_dir)
+                                                  split_uris, _buckets(output_config), temp_dir,
+                                                  csv_chunks.CHUNK_BYTES)
             counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
             reports.write_columns_and_bad(seen, [bad], report_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)

@@ -61,7 +61,9 @@ class Row:
 CSV_FIELD_LIMIT = 2**31 - 1
 
 
-def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
+def read_csv(path: str, opener: Opener, line_offset: int = 0) -> Iterator[Row | Bad]:
+    """The rows of a CSV file; ``line_offset`` is added to the line numbers in locations (a chunk of a
+    file, csv_chunks)."""
     csv.field_size_limit(CSV_FIELD_LIMIT)
     with opener(path) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
@@ -69,7 +71,7 @@ def read_csv(path: str, opener: Opener) -> Iterator[Row | Bad]:
         header = read_header(path, reader)
         rows = 0
         for line, fields in _csv_lines(reader):
-            location = f"{path}:{line}"
+            location = f"{path}:{line + line_offset}"
             if not fields:
                 continue
             rows += 1

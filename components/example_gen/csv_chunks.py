@@ -1,0 +1,83 @@
+"""A large CSV file as byte ranges that Beam spreads over its workers (a chunk of a file is an element).
+
+A chunk owns the lines that start inside its range: it skips the end of the line it starts in (the
+chunk before finishes that one) and reads past its own end to finish its last line, so every line is
+read exactly once, whatever the chunk size. That is exact only where every newline ends a record: a
+file with a quote character (a quoted field may hold a newline), a carriage return (a line ending
+other than "\\n"), or a compressed file (no seeking) is one chunk, read whole as before.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Callable, Iterator
+from typing import BinaryIO
+
+CHUNK_BYTES = 16 << 20  # the same as an Arrow batch: one chunk is one batch in memory at a time
+_SCAN_BYTES = 8 << 20
+WHOLE = (0, None)  # (start, end) of a file read whole
+
+
+def ranges(path: str, opener: Callable[[str], BinaryIO], chunk_bytes: int) -> list[tuple[int, int | None]]:
+    """The (start, end) byte ranges ``path`` is read in: ``[WHOLE]`` unless it is uncompressed, larger
+    than ``chunk_bytes`` and free of quotes and carriage returns (one quick pass over the bytes)."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+        return [WHOLE]
+    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    if size <= chunk_bytes:
+        return [WHOLE]
+    with opener(path) as raw:
+        while block := raw.read(_SCAN_BYTES):
+            if b'"' in block or b"\r" in block:
+                return [WHOLE]
+    return [(start, min(start + chunk_bytes, size)) for start in range(0, size, chunk_bytes)]
+
+
+def text(path: str, opener: Callable[[str], BinaryIO], start: int, end: int) -> tuple[bytes, bytes] | None:
+    """The header line and the lines that start in [start, end); None when no line with anything on it
+    starts there."""
+    with opener(path) as raw:
+        header = raw.readline()
+        if start > 0:
+            raw.seek(start - 1)
+            raw.readline()  # the rest of the line the byte before ``start`` is in (just "\n" at a line start)
+        body_start = raw.tell()
+        body = raw.read(end - body_start) if body_start < end else b""
+        if body and not body.endswith(b"\n"):
+            body += raw.readline()
+    if not body.strip(b"\n"):
+        return None
+    return header if header.endswith(b"\n") else header + b"\n", body
+
+
+def opener_of(chunk_text: tuple[bytes, bytes]) -> Callable[[str], BinaryIO]:
+    """An opener (records.Opener) that reads ``chunk_text`` for any path."""
+    joined = b"".join(chunk_text)
+    return lambda _path: io.BytesIO(joined)
+
+
+def line_offset(path: str, opener: Callable[[str], BinaryIO], start: int) -> int:
+    """What to add to a line number in the chunk's text (its header is line 1) to get the line number in
+    the file: counted only when a chunk is read row by row, to name a bad record's line."""
+    if start == 0:
+        return 0
+    newlines, remaining = 0, start
+    with opener(path) as raw:
+        while remaining > 0 and (block := raw.read(min(_SCAN_BYTES, remaining))):
+            newlines += block.count(b"\n")
+            remaining -= len(block)
+        raw.seek(start - 1)
+        if raw.read(1) != b"\n":
+            newlines += 1  # the chunk's first line is the one after the line ``start`` falls in
+    return newlines - 1  # the chunk text's first line after its header is line 2
+
+
+def pieces(item: tuple[int, str, str], opener: Callable[[str], BinaryIO], chunk_bytes: int
+           ) -> Iterator[tuple[int, str, str, int, int, int | None]]:
+    """(index, path, split) -> (index, path, split, part, start, end) for each of the file's ranges."""
+    index, path, split = item
+    for part, (start, end) in enumerate(ranges(path, opener, chunk_bytes)):
+        yield index, path, split, part, start, end
