@@ -20,11 +20,19 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Stopped(KeyboardInterrupt):
-    """The run was stopped by ``signum``."""
+    """The run was stopped by ``signum``.
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+    Also made from its own message with more after the signal's name: Apache Beam re-raises what a step
+    raised as the same type with the step named in the message (or, where that type cannot be made so, as a
+    RuntimeError, which TFX records as the component failing rather than being interrupted)."""
+
+    def __init__(self, signum: int | str) -> None:
+        if isinstance(signum, str):
+            message, signum = signum, signal.Signals[signum.split(" ", 1)[0]]
+        else:
+            message = signal.Signals(signum).name
+        super().__init__(message)
+        self.signum = int(signum)
 
 
 class _State:
