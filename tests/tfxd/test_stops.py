@@ -18,9 +18,10 @@ def test_a_stop_raised_inside_a_beam_step_comes_out_of_the_pipeline_as_a_stop():
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    with pytest.raises(stops.Stopped) as caught:  # Beam re-raises with the step named: not a RuntimeError
-        with beam.Pipeline(options=PipelineOptions(["--direct_running_mode=in_memory"])) as pipeline:
-            _ = pipeline | beam.Create([1]) | "StopHere" >> beam.Map(_stop)
+    options = PipelineOptions(["--direct_running_mode=in_memory"])
+    # Beam re-raises with the step named: a Stopped, not a RuntimeError
+    with pytest.raises(stops.Stopped) as caught, beam.Pipeline(options=options) as pipeline:
+        _ = pipeline | beam.Create([1]) | "StopHere" >> beam.Map(_stop)
     assert caught.value.signum == signal.SIGTERM
     assert str(caught.value).startswith("SIGTERM") and "StopHere" in str(caught.value)
 

@@ -67,7 +67,7 @@ def test_a_chunked_file_gives_the_examples_it_gives_read_whole(run_example_gen, 
     assert chunked == whole
     assert sum(len(examples) for examples in whole.values()) == 10_000
     for split in ("train", "eval"):
-        assert len(list((tmp_path.glob(f"out-1/examples/Split-{split}/*.gz")))) == 14
+        assert len(list(tmp_path.glob(f"out-1/examples/Split-{split}/*.gz"))) == 14
 
 
 @pytest.mark.reliability("bad data")
