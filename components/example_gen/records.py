@@ -22,7 +22,7 @@ Opener = Callable[[str], BinaryIO]
 
 def open_file(path: str) -> BinaryIO:
     """A binary file object for any Beam filesystem (local, gs://, ...); a compressed file (.gz, .bz2,
-    .zst, .xz, .deflate) is decompressed as it is read."""
+    .zst, .xz) is decompressed as it is read."""
     from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 

@@ -64,13 +64,18 @@ def test_formats_give_the_same_examples_and_splits(run_example_gen, tmp_path):
 def test_compressed_files_give_the_examples_of_the_plain_ones(run_example_gen, tmp_path):
     import bz2
     import gzip
+    import lzma
+
+    import zstandard
 
     plain = (EXTERNAL / "csv" / "data.csv").read_bytes()
     (tmp_path / "data.csv.gz").write_bytes(gzip.compress(plain))
     (tmp_path / "data.csv.bz2").write_bytes(bz2.compress(plain))
+    (tmp_path / "data.csv.zst").write_bytes(zstandard.ZstdCompressor().compress(plain))
+    (tmp_path / "data.csv.xz").write_bytes(lzma.compress(plain))
     (tmp_path / "data.jsonl.gz").write_bytes(gzip.compress(_write_jsonl_copy(tmp_path).read_bytes()))
     expected, _ = run_example_gen({"format": "csv", "path": str(EXTERNAL / "csv" / "data.csv"), "columns": PARQUET_TYPES})
-    for name in ("data.csv.gz", "data.csv.bz2", "data.jsonl.gz"):
+    for name in ("data.csv.gz", "data.csv.bz2", "data.csv.zst", "data.csv.xz", "data.jsonl.gz"):
         data_format = name.split(".")[1]
         splits, _ = run_example_gen({"format": data_format, "path": str(tmp_path / name), "columns": PARQUET_TYPES})
         assert splits == expected, name
