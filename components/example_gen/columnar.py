@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfxd.components.example_gen import csv_chunks, csv_columns, records
+from tfxd.components.example_gen import csv_chunks, csv_columns, input_files, records
 
 BAD = "bad"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
@@ -36,11 +36,11 @@ def _opener(piece: Piece):
     chunk with no line on it."""
     _, path, _, _, start, end = piece
     if end is None:
-        return records.open_file, lambda: 0
-    chunk_text = csv_chunks.text(path, records.open_file, start, end)
+        return input_files.open_file, lambda: 0
+    chunk_text = csv_chunks.text(path, input_files.open_file, start, end)
     if chunk_text is None:
         return None
-    return csv_chunks.opener_of(chunk_text), lambda: csv_chunks.line_offset(path, records.open_file, start)
+    return csv_chunks.opener_of(chunk_text), lambda: csv_chunks.line_offset(path, input_files.open_file, start)
 
 
 class _FileKinds(beam.DoFn):
@@ -245,7 +245,7 @@ def examples(pipeline: beam.Pipeline, config: dict[str, Any], files: list[tuple[
     records' reasons and the merged {column: kind}."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
-              | "Chunks" >> beam.FlatMap(csv_chunks.pieces, records.open_file, chunk_bytes)
+              | "Chunks" >> beam.FlatMap(csv_chunks.pieces, input_files.open_file, chunk_bytes)
               | "Spread" >> beam.Reshuffle())  # the chunks of one file to every worker
     seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.get("numeric", [])))
             | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))

@@ -24,7 +24,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from tfxd import keys, pushed, spans
-from tfxd.components.example_gen import columnar, csv_chunks, records, reports
+from tfxd.components.example_gen import columnar, csv_chunks, input_files, records, reports
 from tfxd.files import empty_outputs
 
 READER_CONFIG_KEY = "reader_config"
@@ -57,7 +57,7 @@ class _ReadFile(beam.DoFn):
         self._split = split
 
     def process(self, path: str):
-        for item in records.READERS[self._format](path, records.open_file):
+        for item in records.READERS[self._format](path, input_files.open_file):
             if isinstance(item, records.Bad):
                 if not self._skip_bad:
                     raise item.error()

@@ -20,39 +20,6 @@ from typing import Any, BinaryIO
 Opener = Callable[[str], BinaryIO]
 
 
-def open_file(path: str) -> BinaryIO:
-    """A binary file object for any Beam filesystem (local, gs://, ...); a compressed file (.gz, .bz2,
-    .zst, .xz) is decompressed as it is read."""
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    stream = FileSystems.open(path)
-    if CompressionTypes.detect_compression_type(path) == CompressionTypes.UNCOMPRESSED:
-        return stream
-    return io.BufferedReader(_Decompressed(stream), buffer_size=1 << 20)
-
-
-class _Decompressed(io.RawIOBase):
-    """Beam's decompressing stream as a raw stream: Beam's own lacks what io.TextIOWrapper asks of a
-    binary file (``writable``, ``readinto``), so CSV and JSON lines could not be read from it."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._stream.read(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        if not self.closed:
-            self._stream.close()
-        super().close()
-
-
 class BadRecordError(ValueError):
     """A record that cannot be read, under ``bad_records: fail``: names the place and the reason."""
 

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.components.example_gen.conftest import EXTERNAL
-from tfxd.components.example_gen import csv_chunks, records
+from tfxd.components.example_gen import csv_chunks, input_files, records
 
 HEADER = "fare,tips,company\n"
 
@@ -27,16 +27,16 @@ def _rows(path: str, opener, offset: int = 0) -> list[tuple[str, dict]]:
 def test_every_line_is_read_once_and_named_by_its_line_in_the_file(tmp_path, chunk_bytes):
     path = tmp_path / "d.csv"
     path.write_text(HEADER + _lines(300))
-    whole = _rows(str(path), records.open_file)
-    ranges = csv_chunks.ranges(str(path), records.open_file, chunk_bytes)
+    whole = _rows(str(path), input_files.open_file)
+    ranges = csv_chunks.ranges(str(path), input_files.open_file, chunk_bytes)
     assert len(ranges) == -(-path.stat().st_size // chunk_bytes)
     read = []
     for start, end in ranges:
-        chunk_text = csv_chunks.text(str(path), records.open_file, start, end)
+        chunk_text = csv_chunks.text(str(path), input_files.open_file, start, end)
         if chunk_text is None:
             continue
         assert chunk_text[0] == HEADER.encode()
-        offset = csv_chunks.line_offset(str(path), records.open_file, start)
+        offset = csv_chunks.line_offset(str(path), input_files.open_file, start)
         read += _rows(str(path), csv_chunks.opener_of(chunk_text), offset)
     assert read == whole
     assert whole[-1][0] == f"{path}:{HEADER.count(chr(10)) + _lines(300).count(chr(10))}"
@@ -50,13 +50,13 @@ def test_every_line_is_read_once_and_named_by_its_line_in_the_file(tmp_path, chu
 def test_a_file_where_a_newline_may_not_end_a_record_is_read_whole(tmp_path, name, content):
     path = tmp_path / name
     path.write_text(content)
-    assert csv_chunks.ranges(str(path), records.open_file, 64 if name != "small.csv" else 4096) == [csv_chunks.WHOLE]
+    assert csv_chunks.ranges(str(path), input_files.open_file, 64 if name != "small.csv" else 4096) == [csv_chunks.WHOLE]
 
 
 def test_a_compressed_file_is_read_whole(tmp_path):
     path = tmp_path / "d.csv.gz"
     path.write_bytes(gzip.compress((HEADER + _lines(300)).encode()))
-    assert csv_chunks.ranges(str(path), records.open_file, 64) == [csv_chunks.WHOLE]
+    assert csv_chunks.ranges(str(path), input_files.open_file, 64) == [csv_chunks.WHOLE]
 
 
 def test_a_chunked_file_gives_the_examples_it_gives_read_whole(run_example_gen, monkeypatch, tmp_path):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.components.example_gen.conftest import EXTERNAL
-from tfxd.components.example_gen import csv_columns, records
+from tfxd.components.example_gen import csv_columns, input_files, records
 
 LONG_NAME = "a_column_name_" + "x" * 140  # a map entry longer than 127 bytes: two-byte length varints
 TRICKY = (
@@ -20,16 +20,16 @@ TRICKY = (
 
 def _both(path: str, numeric: frozenset[str] = frozenset(), pinned: dict | None = None):
     """(kinds, examples) read column-wise and row by row."""
-    names = csv_columns.header(path, records.open_file)
+    names = csv_columns.header(path, input_files.open_file)
     columnar_kinds: dict = {}
-    for batch in csv_columns.batches(path, records.open_file, names):
+    for batch in csv_columns.batches(path, input_files.open_file, names):
         columnar_kinds = records.TypeInferenceState.merge([columnar_kinds, csv_columns.kinds(batch, numeric)])
-    rows = list(records.read_csv(path, records.open_file))
+    rows = list(records.read_csv(path, input_files.open_file))
     row_kinds: dict = {}
     for row in rows:
         records.TypeInferenceState.add(row_kinds, row.values, numeric)
     types = records.final_types(row_kinds, pinned or {})
-    columnar = [example for batch in csv_columns.batches(path, records.open_file, names)
+    columnar = [example for batch in csv_columns.batches(path, input_files.open_file, names)
                 for example in csv_columns.example_bytes(batch, types, None).to_pylist()]
     by_row = []
     for row in rows:
@@ -73,8 +73,8 @@ def test_what_it_cannot_read_exactly_is_handed_back(tmp_path, content, why):
     path = tmp_path / "d.csv"
     path.write_bytes(content.encode("latin-1"))
     with pytest.raises(csv_columns.NotColumnar):
-        names = csv_columns.header(str(path), records.open_file)
-        list(csv_columns.batches(str(path), records.open_file, names))
+        names = csv_columns.header(str(path), input_files.open_file)
+        list(csv_columns.batches(str(path), input_files.open_file, names))
 
 
 @pytest.mark.parametrize("values, kind", [
@@ -87,8 +87,8 @@ def test_what_it_cannot_read_exactly_is_handed_back(tmp_path, content, why):
 def test_numbers_only_python_reads_are_handed_back(tmp_path, values, kind):
     path = tmp_path / "d.csv"
     path.write_text("x\n" + "\n".join(f'"{value}"' for value in values.split(",")) + "\n")
-    names = csv_columns.header(str(path), records.open_file)
-    batch = next(csv_columns.batches(str(path), records.open_file, names))
+    names = csv_columns.header(str(path), input_files.open_file)
+    batch = next(csv_columns.batches(str(path), input_files.open_file, names))
     assert csv_columns.kinds(batch, frozenset({"x"}))["x"] == kind
     with pytest.raises(csv_columns.NotColumnar):
         csv_columns.example_bytes(batch, {"x": kind}, None)
@@ -97,8 +97,8 @@ def test_numbers_only_python_reads_are_handed_back(tmp_path, values, kind):
 def test_a_label_that_is_not_a_class_is_handed_back(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("y\n0\n1\n2\n")
-    names = csv_columns.header(str(path), records.open_file)
-    batch = next(csv_columns.batches(str(path), records.open_file, names))
+    names = csv_columns.header(str(path), input_files.open_file)
+    batch = next(csv_columns.batches(str(path), input_files.open_file, names))
     with pytest.raises(csv_columns.NotColumnar):
         csv_columns.example_bytes(batch, {"y": "int"}, {"column": "y", "task": "binary"})
     assert len(csv_columns.example_bytes(batch, {"y": "int"}, {"column": "y", "task": "multiclass",

@@ -98,7 +98,10 @@ def test_a_column_whose_type_changed_stops_the_run_at_example_validator(project)
 def test_the_beam_orchestrator_runs_the_whole_pipeline(project):
     rows = "".join(f"{(i % 7) + 0.5},{'abc'[i % 3]},{int(i % 7 > 3)}\n" for i in range(80))
     (project / "data.csv").write_text("x,city,target\n" + rows)
-    spec = write_spec(project, BASE_SPEC + "beam: {workers: 1}\ntargets:\n  local: {orchestrator: beam}\n"
+    # seeded and trained long enough to learn x > 3.5, so that the model is blessed and pushed every time
+    trained = BASE_SPEC.replace("  steps: 10\n", "  steps: 100\n  seed: 42\n")
+    assert trained != BASE_SPEC
+    spec = write_spec(project, trained + "beam: {workers: 1}\ntargets:\n  local: {orchestrator: beam}\n"
                       "evaluation: {thresholds: {binary_accuracy: {min: 0.5}}}\n")
     result = tfxd("run", str(spec), cwd=project)
     assert result.returncode == 0, result.stdout + result.stderr
