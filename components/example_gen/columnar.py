@@ -28,11 +28,10 @@ from tfxd.components.example_gen import csv_chunks, csv_columns, input_files, re
 
 BAD = "bad"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
-Piece = tuple[int, str, str, int, int, "int | None"]  # (index, path, split, part, start, end): csv_chunks.pieces
 
 
-def _opener(piece: Piece):
-    """The opener (records.Opener) of a piece and the offset of its line numbers in its file; None for a
+def _opener(piece: csv_chunks.Piece):
+    """The opener of a piece and the offset of its line numbers in its file; None for a
     chunk with no line on it."""
     _, path, _, _, start, end = piece
     if end is None:
@@ -49,7 +48,7 @@ class _FileKinds(beam.DoFn):
     def __init__(self, numeric: list[str]) -> None:
         self._numeric = frozenset(numeric)
 
-    def process(self, piece: Piece):
+    def process(self, piece: csv_chunks.Piece):
         path, opened = piece[1], _opener(piece)
         if opened is None:
             return
@@ -96,7 +95,7 @@ class _WriteFile(beam.DoFn):
         self._bounds = [bound for _, bound in buckets]
         self._temp_dir = temp_dir
 
-    def process(self, piece: Piece, seen: dict[str, str | None]):
+    def process(self, piece: csv_chunks.Piece, seen: dict[str, str | None]):
         index, path, split, part = piece[:4]
         opened = _opener(piece)
         if opened is None:
@@ -118,7 +117,7 @@ class _WriteFile(beam.DoFn):
                 yield beam.pvalue.TaggedOutput(BAD, bad_reason)
         yield from output.publish(self._split_uris)
 
-    def _row_by_row(self, path: str, opener: records.Opener, line_offset: int, split: str, types: dict[str, str],
+    def _row_by_row(self, path: str, opener: input_files.Opener, line_offset: int, split: str, types: dict[str, str],
                     output: _Output):
         for row in records.read_csv(path, opener, line_offset):
             if isinstance(row, records.Row):

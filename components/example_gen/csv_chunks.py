@@ -10,15 +10,17 @@ other than "\\n"), or a compressed file (no seeking) is one chunk, read whole as
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Iterator
-from typing import BinaryIO
+from collections.abc import Iterator
+
+from tfxd.components.example_gen.input_files import Opener
 
 CHUNK_BYTES = 16 << 20  # the same as an Arrow batch: one chunk is one batch in memory at a time
 _SCAN_BYTES = 8 << 20
 WHOLE = (0, None)  # (start, end) of a file read whole
+Piece = tuple[int, str, str, int, int, "int | None"]  # (index, path, split, part, start, end): an element
 
 
-def ranges(path: str, opener: Callable[[str], BinaryIO], chunk_bytes: int) -> list[tuple[int, int | None]]:
+def ranges(path: str, opener: Opener, chunk_bytes: int) -> list[tuple[int, int | None]]:
     """The (start, end) byte ranges ``path`` is read in: ``[WHOLE]`` unless it is uncompressed, larger
     than ``chunk_bytes`` and free of quotes and carriage returns (one quick pass over the bytes)."""
     from apache_beam.io.filesystem import CompressionTypes
@@ -36,7 +38,7 @@ def ranges(path: str, opener: Callable[[str], BinaryIO], chunk_bytes: int) -> li
     return [(start, min(start + chunk_bytes, size)) for start in range(0, size, chunk_bytes)]
 
 
-def text(path: str, opener: Callable[[str], BinaryIO], start: int, end: int) -> tuple[bytes, bytes] | None:
+def text(path: str, opener: Opener, start: int, end: int) -> tuple[bytes, bytes] | None:
     """The header line and the lines that start in [start, end); None when no line with anything on it
     starts there."""
     with opener(path) as raw:
@@ -53,13 +55,13 @@ def text(path: str, opener: Callable[[str], BinaryIO], start: int, end: int) -> 
     return header if header.endswith(b"\n") else header + b"\n", body
 
 
-def opener_of(chunk_text: tuple[bytes, bytes]) -> Callable[[str], BinaryIO]:
-    """An opener (records.Opener) that reads ``chunk_text`` for any path."""
+def opener_of(chunk_text: tuple[bytes, bytes]) -> Opener:
+    """An opener that reads ``chunk_text`` for any path."""
     joined = b"".join(chunk_text)
     return lambda _path: io.BytesIO(joined)
 
 
-def line_offset(path: str, opener: Callable[[str], BinaryIO], start: int) -> int:
+def line_offset(path: str, opener: Opener, start: int) -> int:
     """What to add to a line number in the chunk's text (its header is line 1) to get the line number in
     the file: counted only when a chunk is read row by row, to name a bad record's line."""
     if start == 0:
@@ -75,8 +77,7 @@ def line_offset(path: str, opener: Callable[[str], BinaryIO], start: int) -> int
     return newlines - 1  # the chunk text's first line after its header is line 2
 
 
-def pieces(item: tuple[int, str, str], opener: Callable[[str], BinaryIO], chunk_bytes: int
-           ) -> Iterator[tuple[int, str, str, int, int, int | None]]:
+def pieces(item: tuple[int, str, str], opener: Opener, chunk_bytes: int) -> Iterator[Piece]:
     """(index, path, split) -> (index, path, split, part, start, end) for each of the file's ranges."""
     index, path, split = item
     for part, (start, end) in enumerate(ranges(path, opener, chunk_bytes)):

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Callable, Iterator
-from typing import Any, BinaryIO
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfxd.components.example_gen import records
+from tfxd.components.example_gen.input_files import Opener
 
 BLOCK_BYTES = 16 << 20  # one Arrow batch per this much CSV text: memory stays flat in the file's size
 _INT = r"^[+-]?[0-9]+$"
@@ -32,7 +33,7 @@ class NotColumnar(Exception):
     """This file needs the row-wise reader (which names what is wrong with it, if anything is)."""
 
 
-def header(path: str, opener: Callable[[str], BinaryIO]) -> list[str]:
+def header(path: str, opener: Opener) -> list[str]:
     """The header as the row-wise reader reads it (names stripped, checked); a header spread over several
     lines (a quoted newline) is left to that reader."""
     csv.field_size_limit(records.CSV_FIELD_LIMIT)
@@ -44,7 +45,7 @@ def header(path: str, opener: Callable[[str], BinaryIO]) -> list[str]:
     return names
 
 
-def batches(path: str, opener: Callable[[str], BinaryIO], names: list[str]) -> Iterator[pa.RecordBatch]:
+def batches(path: str, opener: Opener, names: list[str]) -> Iterator[pa.RecordBatch]:
     """The rows as batches of string columns, None where a field is empty (as the row-wise reader)."""
     import pyarrow.csv as pcsv
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from typing import Any, BinaryIO
+
+Opener = Callable[[str], BinaryIO]  # open_file, or what stands in for it (a chunk of a file: csv_chunks)
 
 
 def open_file(path: str) -> BinaryIO:

@@ -15,9 +15,9 @@ import json
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, BinaryIO
+from typing import Any
 
-Opener = Callable[[str], BinaryIO]
+from tfxd.components.example_gen.input_files import Opener
 
 
 class BadRecordError(ValueError):
