@@ -124,5 +124,19 @@ def read_result(output: str) -> dict | None:
     return json.loads(lines[-1][len(RESULT):]) if lines else None
 
 
+def run_worker(script: str, args: Sequence[str], log: str, timeout_s: float) -> dict:
+    """``python script worker *args`` in a fresh interpreter (stderr to ``log``): the result it printed;
+    a failure, or no result, raises with the log's tail."""
+    command = [sys.executable, os.path.abspath(script), "worker", *args]
+    with open(log, "w+") as err:
+        done = subprocess.run(command, cwd=REPO, stdout=subprocess.PIPE, stderr=err, text=True, timeout=timeout_s)
+        err.seek(0)
+        tail = err.read()[-3000:]
+    result = read_result(done.stdout)
+    if done.returncode != 0 or result is None:
+        raise RuntimeError(f"{' '.join(args)} exited with {done.returncode}; its log: {log}\n{tail}")
+    return result
+
+
 def md_ratio(ratio: dict[str, float], digits: int = 2) -> str:
     return f"{ratio['median']:.{digits}f} (min {ratio['min']:.{digits}f}, max {ratio['max']:.{digits}f})"

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -115,16 +114,7 @@ def worker(side: str, metadata_db: str) -> dict:
 # ---- the driver ----
 
 def _measure(side: str, metadata_db: str, log: str) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "worker", side, metadata_db]
-    with open(log, "w+") as err:
-        done = subprocess.run(command, cwd=common.REPO, stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=TIMEOUT_S)
-        err.seek(0)
-        tail = err.read()[-3000:]
-    result = common.read_result(done.stdout)
-    if done.returncode != 0 or result is None:
-        raise RuntimeError(f"{side} exited with {done.returncode}; its log: {log}\n{tail}")
-    return result
+    return common.run_worker(__file__, [side, metadata_db], log, TIMEOUT_S)
 
 
 def _pipelines(quick: bool) -> dict[str, str]:

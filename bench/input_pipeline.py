@@ -19,7 +19,6 @@ Target (issue): the input function reads at least 0.95 of the plain read's examp
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import time
 
@@ -128,17 +127,8 @@ def worker(side: str, reads: int, graph_uri: str, examples_uri: str) -> dict:
 # ---- the driver ----
 
 def _measure(side: str, reads: int, uris: dict[str, str], log: str) -> dict:
-    command = [sys.executable, os.path.abspath(__file__), "worker", side, str(reads),
-               uris["transform_graph"], uris["transformed_examples"]]
-    with open(log, "w+") as err:
-        done = subprocess.run(command, cwd=common.REPO, stdout=subprocess.PIPE, stderr=err, text=True,
-                              timeout=TIMEOUT_S)
-        err.seek(0)
-        tail = err.read()[-3000:]
-    result = common.read_result(done.stdout)
-    if done.returncode != 0 or result is None:
-        raise RuntimeError(f"{side} exited with {done.returncode}; its log: {log}\n{tail}")
-    return result
+    return common.run_worker(__file__, [side, str(reads), uris["transform_graph"], uris["transformed_examples"]],
+                             log, TIMEOUT_S)
 
 
 def run(quick: bool = False) -> dict:

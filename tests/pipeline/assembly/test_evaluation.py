@@ -9,7 +9,7 @@ from tfxd.pipeline.spec.load import load_spec
 
 EVALUATION = """\
 evaluation:
-  metrics: [binary_accuracy, auc, auc_pr]
+  metrics: [binary_accuracy, auc, auc_pr, binary_crossentropy]
   thresholds:
     binary_accuracy: {min: 0.6, max_drop: 0.0}
     binary_crossentropy: {max: 0.7, max_drop: 0.05}
@@ -18,9 +18,7 @@ evaluation:
 
 
 def _config(project):
-    spec = BASE_SPEC + EVALUATION.replace("[binary_accuracy, auc, auc_pr]",
-                                          "[binary_accuracy, auc, auc_pr, binary_crossentropy]")
-    return eval_config(load_spec(str(write_spec(project, spec))).spec)
+    return eval_config(load_spec(str(write_spec(project, BASE_SPEC + EVALUATION))).spec)
 
 
 def test_tfma_computes_the_auc_the_trainer_logs(project):
