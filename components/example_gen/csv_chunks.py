@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 from collections.abc import Iterator
 
-from tfxd.components.example_gen.input_files import Opener
+from tfxd.components.example_gen.input_files import Opener, compressed
 
 CHUNK_BYTES = 16 << 20  # the same as an Arrow batch: one chunk is one batch in memory at a time
 _SCAN_BYTES = 8 << 20
@@ -23,10 +23,9 @@ Piece = tuple[int, str, str, int, int, "int | None"]  # (index, path, split, par
 def ranges(path: str, opener: Opener, chunk_bytes: int) -> list[tuple[int, int | None]]:
     """The (start, end) byte ranges ``path`` is read in: ``[WHOLE]`` unless it is uncompressed, larger
     than ``chunk_bytes`` and free of quotes and carriage returns (one quick pass over the bytes)."""
-    from apache_beam.io.filesystem import CompressionTypes
     from apache_beam.io.filesystems import FileSystems
 
-    if CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED:
+    if compressed(path):
         return [WHOLE]
     size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
     if size <= chunk_bytes:

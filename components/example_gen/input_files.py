@@ -9,14 +9,21 @@ from typing import Any, BinaryIO
 Opener = Callable[[str], BinaryIO]  # open_file, or what stands in for it (a chunk of a file: csv_chunks)
 
 
-def open_file(path: str) -> BinaryIO:
-    """A binary file object for any Beam filesystem (local, gs://, ...); a compressed file (.gz, .bz2,
-    .zst, .xz) is decompressed as it is read."""
+def compressed(path: str) -> bool:
+    """Whether ``path`` is decompressed as it is read (.gz, .bz2, .zst, .xz, ...: by its suffix, as Beam
+    decides), so that it cannot be read from an offset."""
     from apache_beam.io.filesystem import CompressionTypes
+
+    return CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+
+
+def open_file(path: str) -> BinaryIO:
+    """A binary file object for any Beam filesystem (local, gs://, ...); a compressed file is
+    decompressed as it is read."""
     from apache_beam.io.filesystems import FileSystems
 
     stream = FileSystems.open(path)
-    if CompressionTypes.detect_compression_type(path) == CompressionTypes.UNCOMPRESSED:
+    if not compressed(path):
         return stream
     return io.BufferedReader(_Decompressed(stream), buffer_size=1 << 20)
 
