@@ -151,7 +151,8 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
         sys.exit(1)
     console.info(f"replay {summary['run_id']} of {summary['pipeline']}: {summary['run_dir']}")
     if summary["status"] == "skipped":
-        console.info(f"skipped: {summary['reason']} (on the cluster, the run stops at ExampleGen with this line)")
+        console.info(f"{summary['reason']}; the tasks after ExampleGen were skipped by their condition, and the "
+                     "run succeeds (on the cluster too)")
     elif summary.get("blessed"):
         console.success(f"blessed; pushed to {summary['pushed_destination']} (on the cluster: "
                         f"{summary.get('pushed_destination_on_cluster')})" if summary.get("pushed")
@@ -166,7 +167,7 @@ def _show_task(name: str, event: dict[str, Any]) -> None:
     elif event["status"] == "failed":
         console.error(f"{name} failed ({event['seconds']:.1f} s)")
     elif event["status"] == "skipped":
-        console.info(f"{name}: {event['error']}")
+        console.info(f"- {name} skipped: {event['why']}")
     else:
         console.success(f"{name} {event['status']} ({event['seconds']:.1f} s)")
 

@@ -11,7 +11,8 @@ container and importer executors only, and no lifecycle hooks): schema 2.1.0 wit
 their defaults, `defaultPipelineRoot` from the target's bucket, the Evaluator's baseline found by a
 task (assembly gives Kubeflow one instead of TFX's resolver), and ExampleGen without TFX's pre-cache-
 check driver (its executor works out the span and fingerprint itself) and never cached: the backend's
-cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data.
+cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data; nor are
+the tasks that find the latest pushed model, which read the bucket.
 Per-component `resources` become the tasks' resource requests and limits.
 """
 
@@ -24,9 +25,14 @@ import yaml
 from kfp import dsl
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-from tfxd.components.example_gen.executor import SCHEDULE_TIME_KEY
+from tfxd.components.example_gen.span_decision import CREATE_TIME_KEY, SCHEDULE_TIME_KEY
 from tfxd.files import write_atomic
-from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
+from tfxd.pipeline.assembly.dag import (
+    RESOLVER,
+    WARM_START_RESOLVER,
+    runtime_parameters,
+    tfx_pipeline,
+)
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
@@ -60,19 +66,24 @@ def _for_kubeflow(pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str) 
     _set_defaults(pipeline_spec, runtime_parameters(loaded.spec))
     _set_resources(pipeline_spec, loaded.spec.targets.kubeflow.resources)  # type: ignore[union-attr]
     executors = pipeline_spec["deploymentSpec"]["executors"]
-    for task in pipeline_spec["root"]["dag"]["tasks"].values():
+    for name, task in pipeline_spec["root"]["dag"]["tasks"].items():
         executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
         if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
+            task["cachingOptions"] = {"enableCache": False}
+        if name in (RESOLVER, WARM_START_RESOLVER):  # they read the push destination, which no cache key holds
             task["cachingOptions"] = {"enableCache": False}
 
 
 def _schedule_time(pipeline_spec: dict[str, Any]) -> None:
-    """With spans in data.path, ExampleGen reads by the run's scheduled time (`{span: scheduled}`): Vertex
-    and KFP (2.17 on) substitute the placeholder only in a task input whose constant is exactly it. It is
-    never cached, as its input is the data: the cache key would hold the parameters, not the new span."""
+    """With spans in data.path, ExampleGen reads by the run's scheduled time (`{span: scheduled}`), or by
+    its creation time where the spec allows it (`unscheduled: creation_time`): Vertex and KFP substitute
+    the placeholders only in a task input whose constant is exactly one (KFP fills the schedule time from
+    2.17 on). It is never cached, on Vertex either, as its input is the data: the cache key would hold the
+    parameters, not the new span (tfxd submit and schedule keep the file's caching options as they are)."""
     task = pipeline_spec["root"]["dag"]["tasks"]["ExampleGen"]
-    task["inputs"]["parameters"][SCHEDULE_TIME_KEY] = {
-        "runtimeValue": {"constant": dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER}}
+    for key, placeholder in ((SCHEDULE_TIME_KEY, dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER),
+                             (CREATE_TIME_KEY, dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER)):
+        task["inputs"]["parameters"][key] = {"runtimeValue": {"constant": placeholder}}
     task["cachingOptions"] = {"enableCache": False}
 
 

@@ -28,7 +28,7 @@ import re
 from typing import Any
 
 from tfxd.kubeflow.submit import (
-    KFP_CACHING,
+    KEEP_COMPILED_CACHING,
     cluster_pipeline_root,
     compiled_hash,
     kfp_client,
@@ -344,7 +344,7 @@ def _kfp_apply(spec: Spec, schedule: Schedule, compiled_path: str, host: str | N
         created = client.create_recurring_run(
             experiment_id=experiment_id, job_name=spec.name, description=_kfp_description(spec, compiled_path),
             cron_expression=cron, max_concurrency=schedule.max_concurrent_runs, no_catchup=True,
-            pipeline_package_path=compiled_path, pipeline_root=root, enabled=not paused, enable_caching=KFP_CACHING)
+            pipeline_package_path=compiled_path, pipeline_root=root, enabled=not paused, enable_caching=KEEP_COMPILED_CACHING)
         for old in found:  # only once the new one exists
             client.delete_recurring_run(old.recurring_run_id)
     if not found:

@@ -37,9 +37,10 @@ KFP_DONE = frozenset({"SUCCEEDED", "SKIPPED", "FAILED", "CANCELED"})
 KFP_FAILED = frozenset({"FAILED", "CANCELED"})
 _UNKNOWN = frozenset({"", "UNSPECIFIED", "RUNTIME_STATE_UNSPECIFIED"})
 LABEL_MAX = 63  # Google Cloud label values: at most 63 characters
-# kfp.Client overwrites every task's caching option with enable_caching unless it is None: None keeps the
-# compiled file's own (ExampleGen never cached on Kubeflow, kubeflow/compile.py says why).
-KFP_CACHING = None
+# kfp.Client and aiplatform.PipelineJob overwrite every task's caching option with enable_caching unless it
+# is None: None keeps the compiled file's own (ExampleGen never cached where the cache cannot see its data,
+# kubeflow/compile.py says why; every other task cached).
+KEEP_COMPILED_CACHING = None
 
 OnState = Callable[[str], None]
 
@@ -220,7 +221,8 @@ def vertex_console_url(target: VertexTarget, resource_name: str) -> str:
 
 def vertex_job(spec: Spec, compiled_path: str, *, credentials: Any = None,
                api_endpoint: str | None = None) -> Any:
-    """The PipelineJob tfxd submits or schedules: caching on, labelled with the spec's hashes."""
+    """The PipelineJob tfxd submits or schedules: each task cached as the compiled file says, labelled with
+    the spec's hashes."""
     target = vertex_target(spec)
     aiplatform = vertex_sdk(api_endpoint, credentials)
     with quiet():
@@ -229,7 +231,7 @@ def vertex_job(spec: Spec, compiled_path: str, *, credentials: Any = None,
             pipeline_root=vertex_pipeline_root(spec, compiled_path),
             project=target.project, location=target.region,
             labels={**_file_labels(compiled_path), **labels(spec, compiled_path)},
-            enable_caching=True, credentials=credentials)
+            enable_caching=KEEP_COMPILED_CACHING, credentials=credentials)
 
 
 def submit_vertex(spec: Spec, compiled_path: str, *, wait: bool = False, credentials: Any = None,
@@ -287,7 +289,7 @@ def submit_kubeflow(spec: Spec, compiled_path: str, *, wait: bool = False, host:
     with quiet():
         result = client.create_run_from_pipeline_package(
             compiled_path, arguments={}, run_name=run_name, experiment_name=spec.name,
-            pipeline_root=cluster_pipeline_root(spec, "kubeflow"), enable_caching=KFP_CACHING)
+            pipeline_root=cluster_pipeline_root(spec, "kubeflow"), enable_caching=KEEP_COMPILED_CACHING)
     run_id = result.run_id
     url = f"{host}/#/runs/details/{run_id}" if host else None
     state = result.run_info.state or ""

@@ -15,6 +15,14 @@ BAD_RECORDS_PROPERTY = "tfxd_bad_records"
 # With spans in data.path: JSON list of the spans read, as they read in the path (2026-11-23, or 42).
 # Transform carries it on; the Trainer records it beside the model (tfxd.pushed.DATA_RECORD_FILE).
 SPANS_PROPERTY = "tfxd_spans"
+# The same artifact, with spans: 1 when its spans are new (not the ones the latest blessed model was trained
+# on), else 0 and NO_NEW_DATA_PROPERTY the reason. The pipeline's condition (pipeline/assembly/dag.py) reads
+# it, on the local runners and, compiled into each task's trigger policy, on Kubeflow and Vertex.
+NEW_DATA_PROPERTY = "tfxd_new_data"
+NO_NEW_DATA_PROPERTY = "tfxd_no_new_data"
+# With `span: scheduled`: JSON {day, why}, the day read and where it came from (the schedule time, a local
+# run's start, or the run's creation under `unscheduled: creation_time`).
+SPAN_DAY_PROPERTY = "tfxd_span_day"
 # ExampleValidator's anomalies artifact, with validation.drift: JSON {span, previous_span, columns: {column:
 # {distance, threshold, measure}}, beyond: the columns past their threshold}. The run summary reports it.
 DRIFT_PROPERTY = "tfxd_drift"

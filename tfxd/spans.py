@@ -198,23 +198,59 @@ class SpanPattern:
         return found_files
 
 
-def scheduled_day(schedule_time: str, offset_days: int) -> tuple[datetime.date, str]:
-    """The day a run reads under `{span: scheduled}`: its schedule time (RFC 3339, as Vertex and KFP pass
-    ``{{$.pipeline_job_schedule_time_utc}}``) plus ``offset_days``, and where that time came from. A run
-    that no schedule started (the placeholder left as is, or empty, as KFP before 2.17 and manual runs
-    leave it; a local run) reads by its own start time, now."""
-    text = schedule_time.strip()
-    if text and not text.startswith("{{"):
-        try:
-            moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-        except ValueError:
-            raise SpanError(f"the schedule time {text!r} is not an RFC 3339 time") from None
-        source = f"scheduled time {text}"
+UNSCHEDULED = ("fail", "creation_time")  # data.spans.unscheduled: what a run without a schedule time reads
+
+
+def _moment(text: str) -> datetime.datetime | None:
+    """An RFC 3339 time as the engine filled it in; None for one it left empty or unfilled (`{{...}}`)."""
+    text = text.strip()
+    if not text or text.startswith("{{"):
+        return None
+    try:
+        moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise SpanError(f"the time {text!r} the engine passed is not an RFC 3339 time") from None
+    return moment.astimezone(datetime.timezone.utc) if moment.tzinfo is not None else moment
+
+
+@dataclass(frozen=True)
+class ScheduledDay:
+    """The day `{span: scheduled}` reads and why, in words for the log and the summary: which time it
+    came from (only dates, so that every run of one day reads, and caches, alike)."""
+
+    day: datetime.date
+    why: str
+
+
+def scheduled_day(schedule_time: str, offset_days: int, *, unscheduled: str = "fail", create_time: str = "",
+                  local_start: datetime.datetime | None = None) -> ScheduledDay:
+    """The day a run reads under `{span: scheduled}`: its schedule time (RFC 3339, as Vertex and KFP 2.17+
+    fill ``{{$.pipeline_job_schedule_time_utc}}``) plus ``offset_days``. A local run reads by its start
+    (``local_start``). A run with no schedule time (started by hand, or on KFP before 2.17, which leaves
+    the placeholder unfilled or empty) is refused with ``unscheduled: fail``; with ``creation_time`` it
+    reads by the day the run was created (``{{$.pipeline_job_create_time_utc}}``), never by the moment
+    this task happens to start, which a late start or a retry after midnight would move to another day."""
+    shift = f"{offset_days:+d} day{'s' if abs(offset_days) != 1 else ''}"
+    if local_start is not None:
+        base, why = local_start.date(), f"a local run: its start, {local_start.date()}"
+    elif (scheduled := _moment(schedule_time)) is not None:
+        base, why = scheduled.date(), f"the scheduled time, {scheduled.date()}"
     else:
-        moment, source = datetime.datetime.now(datetime.timezone.utc), "no schedule time: now"
-    if moment.tzinfo is not None:
-        moment = moment.astimezone(datetime.timezone.utc)
-    return moment.date() + datetime.timedelta(days=offset_days), source
+        unfilled = "left unfilled" if schedule_time.strip().startswith("{{") else "empty"
+        if unscheduled != "creation_time":
+            raise SpanError(f"span: scheduled needs the run's schedule time, and the engine passed none (the "
+                            f"placeholder was {unfilled}: a run started by hand, or Kubeflow Pipelines before 2.17, "
+                            "which does not fill it); start the run from its schedule, give the day with the run "
+                            "parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time to read by "
+                            "the day the run was created")
+        created = _moment(create_time)
+        if created is None:
+            raise SpanError("span: scheduled with unscheduled: creation_time needs the run's creation time, and "
+                            "the engine filled in neither it nor the schedule time; give the day with the run "
+                            "parameter span=YYYY-MM-DD")
+        base, why = created.date(), (f"no schedule time (the placeholder was {unfilled}); data.spans.unscheduled: "
+                                     f"creation_time: the run's creation, {created.date()}")
+    return ScheduledDay(base + datetime.timedelta(days=offset_days), f"{why}, {shift}" if offset_days else why)
 
 
 def select(pattern: SpanPattern, found: list[Found], choice: dict[str, int] | str) -> list[Found]:

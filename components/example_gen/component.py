@@ -16,19 +16,26 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
 
-from tfxd.components.example_gen import executor
+from tfxd.components.example_gen import driver, executor
+from tfxd.components.example_gen.span_decision import (
+    CREATE_TIME_KEY,
+    READER_CONFIG_KEY,
+    SCHEDULE_TIME_KEY,
+    SPAN_KEY,
+)
 
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     PARAMETERS = {**standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
-                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
-                  executor.SPAN_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-                  executor.SCHEDULE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
+                  READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+                  SPAN_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  SCHEDULE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  CREATE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
 
 
 class QueryExampleGenSpec(standard_component_specs.QueryBasedExampleGenSpec):
     PARAMETERS = {**standard_component_specs.QueryBasedExampleGenSpec.PARAMETERS,
-                  executor.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
+                  READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
 
 
 class ExampleGen(FileBasedExampleGen):
@@ -36,19 +43,21 @@ class ExampleGen(FileBasedExampleGen):
 
     SPEC_CLASS = ExampleGenSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
+    DRIVER_CLASS = driver.Driver  # the local runners'; a compiled file gets TFX's own (driver.py says why)
 
     def __init__(self, input_base: str, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
-                 reader_config: dict[str, Any], span: Any = "", schedule_time: str = "") -> None:
+                 reader_config: dict[str, Any], span: Any = "", schedule_time: str = "", create_time: str = "") -> None:
         """``span``: a span overriding the reader config's choice ("" or a RuntimeParameter on a cluster);
-        ``schedule_time``: the time `{span: scheduled}` reads by (RFC 3339; "" for now)."""
+        ``schedule_time`` and ``create_time``: the run's, which `{span: scheduled}` reads by (RFC 3339, or
+        the placeholders a cluster fills in; "" locally, where a run reads by its start)."""
         spec = ExampleGenSpec(
             input_base=input_base, input_config=input_config, output_config=output_config,
             custom_config=None, range_config=None,
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), executor.SPAN_KEY: span,
-               executor.SCHEDULE_TIME_KEY: schedule_time})
+            **{READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), SPAN_KEY: span,
+               SCHEDULE_TIME_KEY: schedule_time, CREATE_TIME_KEY: create_time})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
 
 
@@ -65,5 +74,5 @@ class BigQueryExampleGen(QueryBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{executor.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+            **{READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

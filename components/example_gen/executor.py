@@ -23,15 +23,19 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from tfxd import keys, pushed, spans
-from tfxd.components.example_gen import columnar, csv_chunks, input_files, records, reports
+from tfxd import keys
+from tfxd.components.example_gen import (
+    columnar,
+    csv_chunks,
+    input_files,
+    records,
+    reports,
+    span_decision,
+)
+from tfxd.components.example_gen.span_decision import FILES_KEY, READER_CONFIG_KEY
 from tfxd.files import empty_outputs
 
-READER_CONFIG_KEY = "reader_config"
-SPAN_KEY = "tfxd_span"  # a span overriding data.spans: the compiled pipeline's `span` parameter
-SCHEDULE_TIME_KEY = "tfxd_schedule_time"  # what `{span: scheduled}` reads by
 REPORT_DIR_KEY = "_tfxd_report_dir"
-FILES_KEY = "_tfxd_files"  # with spans: JSON {split ("" for ratio splits): the chosen spans' files}
 _BAD = "bad"
 
 
@@ -197,9 +201,15 @@ class Executor(BaseExampleGenExecutor):
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
         if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
             exec_properties = _as_the_driver_would(exec_properties, examples)
-        span_config = json.loads(exec_properties[READER_CONFIG_KEY]).get("spans")
-        if span_config:
-            exec_properties = _with_spans(exec_properties, span_config, examples)
+        if json.loads(exec_properties[READER_CONFIG_KEY]).get("spans"):
+            exec_properties = span_decision.decide(exec_properties)  # unless tfxd's driver decided already
+            span_decision.stamp(examples, exec_properties)
+            nothing_new = span_decision.refuse_or_skip(exec_properties)
+            if nothing_new:  # data.on_no_new_data: skip: the pipeline's condition skips what follows
+                logging.info("tfxd ExampleGen: %s; nothing is read, and the components after it are skipped",
+                             nothing_new)
+                examples.split_names = artifact_utils.encode_split_names([])
+                return
         if _columnar(exec_properties):
             self._columnar_do(output_dict, exec_properties)
         else:
@@ -286,63 +296,6 @@ def _as_the_driver_would(exec_properties: dict[str, Any], examples) -> dict[str,
         examples.set_string_custom_property(example_gen_utils.FINGERPRINT_PROPERTY_NAME,
                                             resolved[example_gen_utils.FINGERPRINT_PROPERTY_NAME])
     return resolved
-
-
-class NoNewDataFound(records.InputError):
-    """The spans to read are the ones the latest blessed model was trained on (data.on_no_new_data)."""
-
-    def __init__(self, message: str, skip: bool) -> None:
-        super().__init__(message)
-        self.skip = skip
-
-
-def _with_spans(exec_properties: dict[str, Any], config: dict[str, Any], examples) -> dict[str, Any]:
-    """Pick the spans to read (tfxd.spans), list their files per split, stamp the examples with them, and
-    stop when they are what the latest blessed model was trained on (unless data.on_no_new_data: train)."""
-    pattern = spans.SpanPattern.parse(config["path"])
-    choice = config["choice"]
-    override = (exec_properties.get(SPAN_KEY) or "").strip()
-    try:
-        if override:
-            choice = {"span": pattern.span_of(override)}
-        elif isinstance(choice, dict) and "scheduled" in choice:
-            day, source = spans.scheduled_day(exec_properties.get(SCHEDULE_TIME_KEY) or "", choice["scheduled"])
-            logging.info("tfxd ExampleGen: span: scheduled reads %s (%s, offset %+d days)", day, source,
-                         choice["scheduled"])
-            choice = {"span": spans.date_span(day)}
-        chosen = spans.select(pattern, pattern.find(fileio.glob), choice)
-        input_config = example_gen_pb2.Input()
-        proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
-        user_patterns = config.get("splits") or {}  # file-pattern splits: each reads its own files
-        files = {split.name if user_patterns else "": pattern.files_of(
-            chosen, [user_patterns[split.name]] if user_patterns else [], fileio.glob, fileio.isdir)
-            for split in input_config.splits}
-    except spans.SpanError as exc:
-        raise records.InputError(str(exc)) from None
-    labels = [pattern.label(found.span) for found in chosen]
-    logging.info("tfxd ExampleGen: spans %s", ", ".join(map(str, labels)))
-    _check_new_data(config, labels)
-    resolved = {**exec_properties, FILES_KEY: json.dumps(files),
-                example_gen_utils.SPAN_PROPERTY_NAME: chosen[-1].span,
-                example_gen_utils.VERSION_PROPERTY_NAME: chosen[-1].version}
-    example_gen_driver.update_output_artifact(resolved, examples.mlmd_artifact)
-    examples.span = chosen[-1].span  # the newest span read; all of them in keys.SPANS_PROPERTY
-    if chosen[-1].version is not None:
-        examples.version = chosen[-1].version
-    examples.set_string_custom_property(keys.SPANS_PROPERTY, json.dumps(labels))
-    return resolved
-
-
-def _check_new_data(config: dict[str, Any], labels: list[Any]) -> None:
-    """Compare with the newest pushed model only: the latest blessed one (tfxd.pushed). A model that
-    recorded no spans (from before spans were recorded) compares with nothing."""
-    policy = config["on_no_new_data"]
-    latest = next(iter(pushed.versions(config["pushed_to"])), None) if policy != "train" else None
-    if latest is None or pushed.data_record(latest).get("spans") != labels:
-        return
-    what = "nothing to train (data.on_no_new_data: skip)" if policy == "skip" else "data.on_no_new_data is fail"
-    raise NoNewDataFound(f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones the latest "
-                         f"blessed model ({latest}) was trained on; {what}", policy == "skip")
 
 
 def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) -> None:

@@ -26,6 +26,7 @@ from tfxd import files, keys
 from tfxd.components.trainer import local_cluster
 
 CONFIG = keys.TrainerConfig
+BACKUPS = ".backup"  # beside the Trainer's outputs: one folder per training, named by its inputs and config
 
 
 def _backup_dir(input_dict, output_dict, exec_properties) -> str:
@@ -38,7 +39,7 @@ def _backup_dir(input_dict, output_dict, exec_properties) -> str:
     key = json.dumps([inputs, exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)], sort_keys=True)
     model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
     node_dir = os.path.dirname(os.path.dirname(model_uri.rstrip("/")))
-    return os.path.join(node_dir, ".backup", hashlib.sha256(key.encode()).hexdigest()[:16])
+    return os.path.join(node_dir, BACKUPS, hashlib.sha256(key.encode()).hexdigest()[:16])
 
 
 def in_cluster_replica() -> bool:
@@ -49,9 +50,14 @@ def in_cluster_replica() -> bool:
 
 def drop_backup(backup_dir: str) -> None:
     """A completed training leaves no backup (Keras removes the checkpoints, not the folder nor what a
-    killed worker left), so that the same training asked for again starts at epoch 1."""
-    if fileio.exists(backup_dir):
-        fileio.rmtree(backup_dir)
+    killed worker left), so that the same training asked for again starts at epoch 1; nor does any
+    training before it that never finished (stopped, then its inputs changed, so no retry will resume it):
+    the backups beside it go too. Only the task that trained calls this, under the run lock locally; on a
+    cluster the folder is the run's own (its outputs' parent), shared only with the task's own retries."""
+    parent = os.path.dirname(backup_dir.rstrip("/"))
+    folder = parent if os.path.basename(parent) == BACKUPS else backup_dir
+    if fileio.exists(folder):
+        fileio.rmtree(folder)
 
 
 class Executor(GenericExecutor):

@@ -139,7 +139,8 @@ def pipeline_parameters(compiled: Compiled, overrides: dict[str, Any] | None = N
 # ---------------------------------------------------------------------------------------------- the DAG
 
 
-def _producers(task: dict[str, Any]) -> set[str]:
+def producers(task: dict[str, Any]) -> set[str]:
+    """The tasks ``task`` depends on: those it names, and those whose outputs it takes."""
     inputs = task.get("inputs", {})
     found = set(task.get("dependentTasks", []))
     for spec in inputs.get("artifacts", {}).values():
@@ -155,10 +156,10 @@ def task_order(tasks: dict[str, Any]) -> list[str]:
     """The tasks in an order that runs every producer before its consumers (ties: by name)."""
     needs = {}
     for name, task in tasks.items():
-        missing = sorted(_producers(task) - set(tasks))
+        missing = sorted(producers(task) - set(tasks))
         if missing:
             raise ReplayError(f"task {name} depends on {', '.join(missing)}, which the pipeline does not have")
-        needs[name] = _producers(task)
+        needs[name] = producers(task)
     order: list[str] = []
     while needs:
         ready = sorted(name for name, wanted in needs.items() if not wanted - set(order))

@@ -16,6 +16,9 @@ reaches a cluster.
   (``beam_in_memory``): the data is local and small, one process needs no worker start-up per task,
   and it is what `tfxd run --set beam.workers=1` does. ``beam_in_memory=False`` keeps the compiled
   flags (a direct runner with a process per CPU, as in the container).
+- A task's `triggerPolicy.condition` is evaluated as the open-source backend's driver evaluates it
+  (conditions.py): false skips the task, and the tasks that consume its outputs are omitted, as Argo
+  omits them; the replay still succeeds. With spans and nothing new, that is every task after ExampleGen.
 - No caching: every task runs on every replay.
 """
 
@@ -32,6 +35,7 @@ from typing import Any
 from tfxd import keys, stops
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
+from tfxd.kubeflow.replay.conditions import Condition, ConditionError
 from tfxd.kubeflow.replay.ir import (
     ReplayError,
     coerce,
@@ -39,12 +43,13 @@ from tfxd.kubeflow.replay.ir import (
     from_old_value,
     load_compiled,
     pipeline_parameters,
+    producers,
     task_order,
     title,
 )
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
-from tfxd.pipeline.run.outcome import new_run_id, skipped_for_no_new_data
+from tfxd.pipeline.run.outcome import new_run_id
 from tfxd.pipeline.run.records import read_training_report
 
 TaskCallback = Callable[[str, dict[str, Any]], None]
@@ -62,7 +67,7 @@ class _Tasks:
         self.launcher = Launcher(replay, self.localize, self.index)
         self.results: dict[str, TaskResult] = {}
         self.rows: list[dict[str, Any]] = []
-        self.skipped: str | None = None  # why the run stopped early with nothing to do
+        self.conditions: dict[str, Condition] = {}  # task -> its trigger policy's condition
         self.interrupted: str | None = None  # the signal that stopped the replay (tfxd.stops)
 
     # --- helpers over the spec
@@ -135,9 +140,18 @@ class _Tasks:
         order = task_order(tasks)
         for name in order:  # refuse what replay cannot do before anything runs
             task = tasks[name]
-            for unsupported in ("triggerPolicy", "parameterIterator", "artifactIterator", "iteratorPolicy"):
-                if task.get(unsupported) and (unsupported != "triggerPolicy" or task[unsupported].get("condition")):
+            for unsupported in ("parameterIterator", "artifactIterator", "iteratorPolicy"):
+                if task.get(unsupported):
                     raise ReplayError(f"task {name}: {unsupported} is not supported by replay")
+            policy = task.get("triggerPolicy") or {}
+            if set(policy) - {"condition"}:
+                raise ReplayError(f"task {name}: triggerPolicy {sorted(set(policy) - {'condition'})} is not "
+                                  "supported by replay")
+            if policy.get("condition"):
+                try:
+                    self.conditions[name] = Condition(policy["condition"])
+                except ConditionError as exc:
+                    raise ReplayError(f"task {name}: {exc}") from None
             executor = self.executor(name, self.component(task))
             if not {"container", "resolver", "importer"} & set(executor):
                 raise ReplayError(f"task {name}: executor kind {sorted(executor)} is not supported by replay")
@@ -162,6 +176,11 @@ class _Tasks:
             self.on_task(name, {"event": "start", "kind": kind})
             started = time.monotonic()
             try:
+                why = self.not_triggered(name, task, component)
+                if why:
+                    row["status"], row["seconds"], row["why"] = "skipped", 0.0, why
+                    self.on_task(name, {"event": "end", **row})
+                    continue
                 if kind == "container":
                     row["log"] = os.path.join(self.replay.log_dir, f"{name}.log")
                     result = self.launcher.run(name, component, executor["container"],
@@ -182,11 +201,6 @@ class _Tasks:
                 raise
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
-                skipped = skipped_for_no_new_data(str(exc)) if isinstance(exc, TaskFailed) else None
-                if skipped:  # on the cluster the run ends here too, its ExampleGen failed with this line
-                    row["status"], self.skipped = "skipped", skipped
-                    self.on_task(name, {"event": "end", **row, "error": skipped})
-                    break
                 self.on_task(name, {"event": "end", **row, "error": str(exc)})
                 summary = self.summary()
                 self._write_summary(summary)
@@ -200,6 +214,23 @@ class _Tasks:
         summary = self.summary()
         self._write_summary(summary)
         return summary
+
+    def not_triggered(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> str | None:
+        """Why the task does not run, or None: a task it depends on was skipped (Argo omits it), or its
+        condition is false (the driver skips its executor); a condition that fails to evaluate fails the
+        task, as it fails the driver (conditions.py)."""
+        skipped = sorted(row["name"] for row in self.rows if row["status"] == "skipped"
+                         and row["name"] in producers(task))
+        if skipped:
+            return f"omitted: it depends on {', '.join(skipped)}, which did not run"
+        condition = self.conditions.get(name)
+        if condition is None:
+            return None
+        try:
+            triggered = condition.evaluate(self.input_artifacts(name, task, component))
+        except ConditionError as exc:
+            raise TaskFailed(name, f"its driver failed: {exc}", self.replay.log_dir) from None
+        return None if triggered else f"its condition is false: {condition.text}"
 
     def run_resolver(self, name: str, task: dict[str, Any], component: dict[str, Any],
                      resolver: dict[str, Any]) -> TaskResult:
@@ -277,9 +308,9 @@ class _Tasks:
             "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else "as compiled",
             "tasks": self.rows,
             "status": "interrupted" if self.interrupted else "failed" if any(row["status"] == "failed" for row in self.rows)
-            else "skipped" if self.skipped else "ok" if all(row["status"] != "not run" for row in self.rows)
-            else "not run",
-            **({"reason": self.skipped} if self.skipped else {}),
+            else "not run" if any(row["status"] == "not run" for row in self.rows)
+            else "skipped" if self._no_new_data() else "ok",
+            **({"reason": self._no_new_data()} if self._no_new_data() else {}),
             **({"signal": self.interrupted} if self.interrupted else {}),
             "examples": self._examples(),
             "artifacts": {f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
@@ -299,12 +330,24 @@ class _Tasks:
             "notes": self.launcher.notes,
         }
 
-    def _examples(self) -> dict[str, Any]:
-        """The spans ExampleGen read (with spans in data.path), as in a local run's summary."""
+    def _example_metadata(self) -> dict[str, Any]:
         made = self.results.get("ExampleGen")
         records = made.artifacts.get("examples") if made else None
-        spans = records[0].get("metadata", {}).get(keys.SPANS_PROPERTY) if records else None
-        return {"spans": json.loads(spans)} if spans else {}
+        return records[0].get("metadata", {}) if records else {}
+
+    def _examples(self) -> dict[str, Any]:
+        """The spans ExampleGen read (with spans in data.path) and the day, as in a local run's summary."""
+        metadata = self._example_metadata()
+        return {name: json.loads(metadata[key]) for name, key in (("spans", keys.SPANS_PROPERTY),
+                                                                   ("span_day", keys.SPAN_DAY_PROPERTY))
+                if metadata.get(key)}
+
+    def _no_new_data(self) -> str | None:
+        """ExampleGen's reason for reading nothing (data.on_no_new_data: skip), when the tasks after it
+        were skipped by their condition."""
+        if not any(row["status"] == "skipped" for row in self.rows):
+            return None
+        return self._example_metadata().get(keys.NO_NEW_DATA_PROPERTY) or None
 
     def _training_report(self) -> dict[str, Any]:
         """What the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE): plan, warm start."""

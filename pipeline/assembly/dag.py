@@ -5,7 +5,7 @@ or for a target to compile for (pipeline.spec.placement says where its files are
 
 from __future__ import annotations
 
-import datetime
+import contextlib
 import posixpath
 from typing import Any
 
@@ -13,12 +13,14 @@ from google.protobuf import json_format
 from tfx.components import Pusher, SchemaGen, StatisticsGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
+from tfx.dsl.experimental.conditionals.conditional import Cond
 from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
     LatestBlessedModelStrategy,
 )
 from tfx.orchestration import data_types, pipeline
 from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
+from tfx.types.channel import ChannelWrappedPlaceholder
 
 from tfxd.components.baseline.component import LatestPushedModel
 from tfxd.components.evaluator.component import Evaluator
@@ -27,7 +29,7 @@ from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import RUN_FN, Trainer
 from tfxd.components.trainer.tfjob import TFJobTrainer
 from tfxd.components.transform.component import PREPROCESSING_FN, Transform
-from tfxd.keys import TrainerConfig
+from tfxd.keys import NEW_DATA_PROPERTY, TrainerConfig
 from tfxd.pipeline.assembly import baseline
 from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
 from tfxd.pipeline.assembly.configs import (
@@ -56,10 +58,44 @@ DRIFT_STORE = "tfxd_span_statistics"  # under the pipeline root: the drift gate'
 def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> list[Any]:
     """The pipeline's nodes in order, up to the component ``to`` (default: all of them), for ``target``
     (local, kubeflow or vertex)."""
-    spec = loaded.spec
     place = Placement(loaded, target)
     example_gen = _example_gen(loaded, place)
-    examples = example_gen.outputs["examples"]
+    with _when_new_data(loaded, example_gen):
+        rest = _after_example_gen(loaded, place, example_gen.outputs["examples"])
+    named = [example_gen, *rest[:-2]]
+    for name, component in zip(COMPONENTS, named, strict=True):
+        component.with_id(name)
+    warm_start, resolver = rest[-2:]
+    ordered = [*named[:5], *([warm_start] if warm_start else []), named[5], resolver, *named[6:]]
+    if to is None:
+        return ordered
+    kept = ordered[: [n.id for n in ordered].index(to) + 1]
+    transform, validator = named[4], named[3]
+    if transform not in kept and transform in validator.downstream_nodes:
+        transform.remove_upstream_node(validator)  # `--to ExampleValidator`: the gate with nothing behind it
+    return kept
+
+
+def _when_new_data(loaded: LoadedSpec, example_gen) -> Any:
+    """With spans in data.path and `on_no_new_data: skip`, every component after ExampleGen runs only when
+    ExampleGen found new data (keys.NEW_DATA_PROPERTY): TFX's condition, which the local runners evaluate
+    before a component's inputs are resolved and which TFX's Kubeflow V2 compiler writes into each task as
+    its `triggerPolicy.condition`, so a run with nothing new ends successfully on every runner."""
+    data = loaded.spec.data
+    if data.span_pattern is None or data.on_no_new_data != "skip":
+        return contextlib.nullcontext()
+    # Not `.future()`: it comes with the channel's implicit key ("_ExampleGen.examples") already set, which
+    # TFX 1.16's Kubeflow V2 compiler then writes into the first task it compiles even when that task takes
+    # the examples under its own key ("examples"), and the driver fails on a key the task has no input for.
+    # Without a key, the compiler asks each task for its own.
+    examples = ChannelWrappedPlaceholder(example_gen.outputs["examples"])[0]
+    return Cond(examples.custom_property(NEW_DATA_PROPERTY) == 1)
+
+
+def _after_example_gen(loaded: LoadedSpec, place: Placement, examples) -> list[Any]:
+    """StatisticsGen to Pusher (in COMPONENTS' order), then the warm-start resolver (or None) and the
+    baseline resolver."""
+    spec = loaded.spec
     statistics = StatisticsGen(examples=examples)
     if spec.validation.schema_ == "infer":
         schema_gen = SchemaGen(statistics=statistics.outputs["statistics"], infer_feature_shape=True)
@@ -92,16 +128,7 @@ def nodes(loaded: LoadedSpec, to: str | None = None, target: str = "local") -> l
     pusher = Pusher(model=model, model_blessing=evaluator.outputs["blessing"],
                     push_destination=pusher_pb2.PushDestination(filesystem=pusher_pb2.PushDestination.Filesystem(
                         base_directory=place.push_to())))
-    named = [example_gen, statistics, schema_gen, validator, transform, trainer, evaluator, pusher]
-    for name, component in zip(COMPONENTS, named, strict=True):
-        component.with_id(name)
-    ordered = [*named[:5], *([warm_start] if warm_start else []), named[5], resolver, *named[6:]]
-    if to is None:
-        return ordered
-    kept = ordered[: [n.id for n in ordered].index(to) + 1]
-    if transform not in kept and transform in validator.downstream_nodes:
-        transform.remove_upstream_node(validator)  # `--to ExampleValidator`: the gate with nothing behind it
-    return kept
+    return [statistics, schema_gen, validator, transform, trainer, evaluator, pusher, warm_start, resolver]
 
 
 def _classes(spec: Spec) -> dict | None:
@@ -127,18 +154,16 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
         example_gen_pb2.Output())
     if spec.data.format == "bigquery":
         return BigQueryExampleGen(input_config, output_config, config.reader)
-    reader, span, schedule_time = config.reader, "", ""
+    reader, span = config.reader, ""
     if "spans" in reader:
         # the pattern and the push destination as the executor sees them; on a cluster the span is a runtime
-        # parameter and the schedule time a placeholder (kubeflow/compile.py); locally, the run's start
+        # parameter and the schedule and creation times placeholders (kubeflow/compile.py); a local run
+        # reads `span: scheduled` by the day it started
         reader = {**reader, "spans": {**reader["spans"], "path": place.path(spec.data.path or ""),
-                                      "pushed_to": place.push_to()}}
+                                      "pushed_to": place.push_to(), **({} if place.on_cluster else {"local": True})}}
         if place.on_cluster:
             span = data_types.RuntimeParameter(name=SPAN_PARAMETER, ptype=str, default="")
-        else:
-            schedule_time = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    return ExampleGen(place.where(config.input_base or ""), input_config, output_config, reader, span,
-                      schedule_time)
+    return ExampleGen(place.where(config.input_base or ""), input_config, output_config, reader, span)
 
 
 def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start):

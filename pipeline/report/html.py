@@ -157,12 +157,15 @@ def _data(summary: dict) -> str:
     splits = as_dict(examples.get("splits"))
     spans = as_list(examples.get("spans"))
     if spans:
+        day = as_dict(examples.get("span_day"))
+        why = f" ({escape(str(day.get('why')))})" if day.get("why") else ""
         out.append(f"<p>Span{'s' if len(spans) > 1 else ''} read: "
-                   f"<span class=\"mono\">{escape(', '.join(map(str, spans)))}</span></p>")
+                   f"<span class=\"mono\">{escape(', '.join(map(str, spans)))}</span>{why}</p>")
     if splits:
         out.append(table(["split", "examples"], [[(escape(k), False), (fmt(v), True)] for k, v in splits.items()]))
     else:
-        out.append('<p class="muted">No example counts recorded (ExampleGen did not run).</p>')
+        out.append('<p class="muted">No example counts recorded (ExampleGen did not run'
+                   + (', or found no new data).</p>' if summary.get("status") == "skipped" else ').</p>'))
     bad = as_dict(examples.get("bad_records"))
     total = examples.get("bad_records_total")
     if total is None and bad:

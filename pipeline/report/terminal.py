@@ -18,11 +18,14 @@ def show(summary: dict[str, Any]) -> None:
         table.add_row(component["name"], component["status"], f"{component['seconds']:.1f}")
     console.out.print(table)
     examples = summary.get("examples") or {}
+    spans = examples.get("spans")
+    read = (f"span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}" if spans else "") + (
+        f": {examples['span_day']['why']}" if examples.get("span_day") else "")
     if examples.get("splits"):
         splits = ", ".join(f"{name} {count}" for name, count in examples["splits"].items())
-        spans = examples.get("spans")
-        console.info(f"examples: {splits}" + (f" (span{'s' if len(spans) > 1 else ''} "
-                                              f"{', '.join(map(str, spans))})" if spans else ""))
+        console.info(f"examples: {splits}" + (f" ({read})" if read else ""))
+    elif read:
+        console.info(f"examples: none read ({read})")
     if examples.get("bad_records"):
         reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
         console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")

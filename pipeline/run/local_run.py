@@ -28,15 +28,16 @@ from tfxd.pipeline.run.outcome import (
     new_run_id,
     root_cause,
     shortened,
-    skipped_for_no_new_data,
 )
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
 
-# what LocalDagRunner and BeamDagRunner log around each node
+# what LocalDagRunner and BeamDagRunner log around each node, and TFX's launcher for a node whose condition
+# is false (with spans and nothing new, every component after ExampleGen: pipeline/assembly/dag.py)
 _RUNNING = ("Component %s is running.", "node %s is running.")
 _FINISHED = ("Component %s is finished.", "node %s is finished.")
+_SKIPPING = "Skipping execution for %s"
 
 
 @dataclass
@@ -68,9 +69,10 @@ class _Progress(logging.Handler):
         super().__init__(logging.INFO)
         self.started: dict[str, float] = {}
         self.current: str | None = None
+        self.skipped: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg not in _RUNNING + _FINISHED or not record.args:
+        if record.msg not in (*_RUNNING, *_FINISHED, _SKIPPING) or not record.args:
             return
         name = str(record.args[0])
         if name not in COMPONENTS:
@@ -78,10 +80,16 @@ class _Progress(logging.Handler):
         if record.msg in _RUNNING:
             self.current = name
             self.started[name] = time.monotonic()
-            console.step(f"{name} ...")
+        elif record.msg == _SKIPPING:
+            self.skipped.add(name)
+        elif name in self.skipped:
+            console.info(f"- {name} skipped: no new data")
+            self.current = None
         else:
             console.success(f"{name} ({time.monotonic() - self.started.get(name, time.monotonic()):.1f} s)")
             self.current = None
+        if record.msg in _RUNNING:
+            console.step(f"{name} ...")
 
 
 def _importable(folder: str) -> None:
@@ -169,19 +177,20 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             raise RunInterrupted(None, False, paths.log, signum)
         raise RunFailed("tfxd", _reason(failure, root), paths.log)
     summary = _summary(loaded, paths, tfx, started)
-    skipped = None if interrupted or failure is None else skipped_for_no_new_data(str(failure))
-    if skipped is not None:  # data.on_no_new_data: skip - not a failure: the run did what it was asked
-        failure = None
+    skipped = None if interrupted or failure is not None else summary.pop("no_new_data")
+    summary.pop("no_new_data", None)
+    if skipped is not None:  # data.on_no_new_data: skip - the run did what it was asked: nothing
         summary["reason"] = skipped
-        console.info(skipped)
+        console.info(f"{skipped}; the components after ExampleGen were skipped")
     summary["status"] = ("interrupted" if interrupted else "failed" if failure is not None
                          else "skipped" if skipped is not None else "ok")
     if interrupted:
         summary["signal"] = stops.name(signum)
-    if summary["status"] in ("interrupted", "skipped"):
-        for component in summary["components"]:
-            if component["status"] == "failed":  # the execution Ctrl-C left RUNNING, or ExampleGen's stop
-                component["status"] = summary["status"]
+    for component in summary["components"]:
+        if interrupted and component["status"] == "failed":  # the execution Ctrl-C left RUNNING
+            component["status"] = "interrupted"
+        if skipped is not None and component["status"] == "not run":  # by the pipeline's condition
+            component["status"] = "skipped"
     summary["report"] = _write_report(summary, paths)
     try:
         write_json(paths.summary, summary)
@@ -214,6 +223,7 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
         "run_id": paths.run_id,
         "components": [run.status(name) for name in names],
         "examples": records.examples_report(run),
+        "no_new_data": records.no_new_data(run),
         "strategy": training.get("plan"),
         "metrics": overall,
         "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history", "warm_start")

@@ -78,16 +78,22 @@ def _custom(artifact, name: str) -> Any:
 def examples_report(records: RunRecords) -> dict[str, Any]:
     """Split counts and bad-record counts of the examples this run used."""
     examples = records.artifact("ExampleGen", "examples")
+    report: dict[str, Any] = {}
     counts = _custom(examples, keys.SPLIT_COUNTS_PROPERTY)
-    if not counts:
-        return {}
-    bad = json.loads(_custom(examples, keys.BAD_RECORDS_PROPERTY) or "{}")
-    report = {"splits": json.loads(counts), "bad_records": bad, "bad_records_total": sum(bad.values()),
-              "uri": examples.uri}
-    spans = _custom(examples, keys.SPANS_PROPERTY)
-    if spans:
-        report["spans"] = json.loads(spans)
+    if counts:
+        bad = json.loads(_custom(examples, keys.BAD_RECORDS_PROPERTY) or "{}")
+        report = {"splits": json.loads(counts), "bad_records": bad, "bad_records_total": sum(bad.values()),
+                  "uri": examples.uri}
+    for name, key in (("spans", keys.SPANS_PROPERTY), ("span_day", keys.SPAN_DAY_PROPERTY)):
+        text = _custom(examples, key)
+        if text:
+            report[name] = json.loads(text)
     return report
+
+
+def no_new_data(records: RunRecords) -> str | None:
+    """Why this run had nothing new to train on (ExampleGen's examples say so), or None."""
+    return _custom(records.artifact("ExampleGen", "examples"), keys.NO_NEW_DATA_PROPERTY) or None
 
 
 def training_report(records: RunRecords) -> dict[str, Any]:

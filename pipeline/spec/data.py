@@ -34,6 +34,9 @@ class Spans(Section):
         "scheduled time (plus offset_days)")
     offset_days: int | None = Field(None, description="with span: scheduled, days added to the scheduled "
                                     "date (-1: the day before)")
+    unscheduled: Literal[span_patterns.UNSCHEDULED] | None = Field(  # type: ignore[valid-type]
+        None, description="with span: scheduled, a run the engine gives no schedule time (started by hand, or on "
+        "Kubeflow Pipelines before 2.17): fail (the default) | creation_time (the day the run was created)")
 
     @model_validator(mode="after")
     def _check(self) -> Spans:
@@ -43,18 +46,22 @@ class Spans(Section):
                          "e.g. spans: {window: 7}, spans: {span: 2026-11-23} or spans: {span: scheduled}")
         if isinstance(self.span, datetime.date):
             self.span = self.span.isoformat()
-        if self.offset_days is not None and self.span != span_patterns.SCHEDULED:
-            problems.add(("offset_days",), "`offset_days` applies to `span: scheduled` only",
-                         "remove `offset_days`, or set `span: scheduled`")
+        for key in ("offset_days", "unscheduled"):
+            if getattr(self, key) is not None and self.span != span_patterns.SCHEDULED:
+                problems.add((key,), f"`{key}` applies to `span: scheduled` only",
+                             f"remove `{key}`, or set `span: scheduled`")
+        if self.span == span_patterns.SCHEDULED and self.unscheduled is None:
+            self.unscheduled = "fail"
         problems.raise_if_any()
         return self
 
-    def choice(self, pattern: span_patterns.SpanPattern) -> dict[str, int]:
-        """As the ExampleGen executor takes it: {"window": N}, {"span": N} or {"scheduled": offset}."""
+    def choice(self, pattern: span_patterns.SpanPattern) -> dict[str, Any]:
+        """As the ExampleGen executor takes it: {"window": N}, {"span": N} or {"scheduled": offset,
+        "unscheduled": fail | creation_time}."""
         if self.window is not None:
             return {"window": self.window}
         if self.span == span_patterns.SCHEDULED:
-            return {"scheduled": self.offset_days or 0}
+            return {"scheduled": self.offset_days or 0, "unscheduled": self.unscheduled or "fail"}
         return {"span": pattern.span_of(self.span)}  # type: ignore[arg-type]
 
 
@@ -82,7 +89,7 @@ class Data(Section):
             return None
         return span_patterns.SpanPattern.parse(self.path)
 
-    def span_choice(self) -> dict[str, int] | str:
+    def span_choice(self) -> dict[str, Any] | str:
         """`spans` as the ExampleGen executor takes it: "latest", {"window": N}, {"span": N}, {"scheduled": d}."""
         pattern = self.span_pattern
         return "latest" if self.spans == "latest" or pattern is None else self.spans.choice(pattern)

@@ -57,9 +57,11 @@ def test_the_kubeflow_file_meets_the_open_source_backends_rules(compiled, exampl
         module, _, name = args[args.index("--executor_class_path") + 1].rpartition(".")
         assert isinstance(getattr(importlib.import_module(module), name), type)
     tasks = pipeline_spec["root"]["dag"]["tasks"]
-    # the backend caches on parameters, not on the data: ExampleGen always reads it
-    assert tasks["ExampleGen"]["cachingOptions"] == {"enableCache": False}
-    assert all(task["cachingOptions"] == {"enableCache": True} for name, task in tasks.items() if name != "ExampleGen")
+    # the backend caches on parameters, not on the data: ExampleGen always reads it, and the task finding the
+    # latest pushed model always reads the bucket
+    uncached = {"ExampleGen", "latest_blessed_model_resolver", "warm_start_model_resolver"}
+    assert {name: task["cachingOptions"] for name, task in tasks.items()} == {
+        name: {"enableCache": name not in uncached} for name in tasks}
 
 
 def test_the_rules_catch_what_tfx_writes_by_default(compiled):

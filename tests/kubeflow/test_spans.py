@@ -5,6 +5,7 @@ replay with `--param span=DAY` reads that day, and the same day again trains not
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,8 @@ from tests.pipeline.run.test_retraining import add_day
 from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd.kubeflow import schedules
 from tfxd.kubeflow.compile import compile_to
+from tfxd.kubeflow.replay.conditions import Condition, ConditionError, runtime_value
+from tfxd.kubeflow.submit import submit_vertex
 from tfxd.pipeline.spec.load import load_spec
 
 SCHEDULED = (SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
@@ -48,6 +51,8 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
         assert task["inputs"]["parameters"]["tfxd_span"] == {"componentInputParameter": "span"}
         assert task["inputs"]["parameters"]["tfxd_schedule_time"] == {
             "runtimeValue": {"constant": dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER}}
+        assert task["inputs"]["parameters"]["tfxd_create_time"] == {
+            "runtimeValue": {"constant": dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER}}
         assert task["cachingOptions"] == {"enableCache": False}  # its input is the data, not the parameters
         span = pipeline_spec["root"]["inputDefinitions"]["parameters"]["span"]
         assert span.get("parameterType", span.get("type")) == "STRING"  # schema 2.1.0 / 2.0.0
@@ -55,7 +60,7 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
     assert backend_problems(kubeflow) == []
     reader = json.loads(_example_gen(kubeflow)["inputs"]["parameters"]["reader_config"]["runtimeValue"]["constant"])
     assert reader["spans"]["path"] == "/tfxd/project/data/{YYYY}-{MM}-{DD}/*.csv"  # inside the image
-    assert reader["spans"]["choice"] == {"scheduled": -1}
+    assert reader["spans"]["choice"] == {"scheduled": -1, "unscheduled": "fail"}  # the default: never guessed
     assert reader["spans"]["pushed_to"] == "gs://demo-bucket/kfp/demo/serving"
     validator = kubeflow["root"]["dag"]["tasks"]["ExampleValidator"]["inputs"]  # the drift gate reads the spans
     assert validator["artifacts"]["examples"]["taskOutputArtifact"] == {"outputArtifactKey": "examples",
@@ -64,7 +69,9 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
     assert trainer["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"] == {
         "outputArtifactKey": "model", "producerTask": "warm_start_model_resolver"}
     finder = kubeflow["root"]["dag"]["tasks"]["warm_start_model_resolver"]
-    assert "artifacts" not in finder.get("inputs", {})  # no candidate: it runs before the Trainer
+    # no candidate (it runs before the Trainer), only ExampleGen's examples, which its condition reads
+    assert list(finder["inputs"]["artifacts"]) == ["_ExampleGen.examples"]
+    assert finder["cachingOptions"] == {"enableCache": False}  # it reads the bucket, which no cache key holds
     assert finder["inputs"]["parameters"]["push_destination"]["runtimeValue"]["constant"] == (
         "gs://demo-bucket/kfp/demo/serving")
     vertex_dag = vertex["pipelineSpec"]["root"]["dag"]["tasks"]  # TFX's compiler: the resolver as two queries
@@ -111,6 +118,81 @@ def test_a_vertex_schedule_sends_the_scheduled_time_placeholder(compiled_spans, 
         "{{$.pipeline_job_schedule_time_utc}}")
 
 
+NEW_DATA = "(inputs.artifacts['{key}'].artifacts[0].metadata['tfxd_new_data'] == 1.0)"
+
+
+def _runtime_examples(new: int, spans: str = '["2026-11-21"]') -> list[dict]:
+    """ExampleGen's examples as the driver hands them to a condition: the MLMD custom properties tfxd's
+    executor wrote (int and string), through the driver's converter (every number a double)."""
+    written = {"tfxd_new_data": new, "tfxd_spans": spans, "span": 20413}
+    return [{"uri": "gs://demo-bucket/kfp/run/ExampleGen/examples",
+             "metadata": {key: runtime_value(value) for key, value in written.items()}}]
+
+
+def test_every_task_after_example_gen_carries_the_no_new_data_condition_both_engines_evaluate(compiled_spans):
+    """The condition TFX's compiler writes for tfx.dsl.Cond, read as the KFP backend's driver reads it:
+    resolved inputs first, then CEL over the ExecutorInput, where ExampleGen's int custom property is a
+    double (kubeflow/pipelines backend/src/v2/driver/container.go Container, backend/src/v2/expression/
+    expression.go Condition, backend/src/v2/metadata/converter.go toRuntimeArtifact)."""
+    _, files = compiled_spans
+    kubeflow = yaml.safe_load(Path(files["kubeflow"]).read_text())
+    vertex = json.loads(Path(files["vertex"]).read_text())["pipelineSpec"]
+    for pipeline_spec in (kubeflow, vertex):
+        tasks = pipeline_spec["root"]["dag"]["tasks"]
+        assert "triggerPolicy" not in tasks["ExampleGen"]
+        conditioned = {name for name, task in tasks.items() if task.get("triggerPolicy", {}).get("condition")}
+        executors = pipeline_spec["deploymentSpec"]["executors"]
+        containers = {name for name, task in tasks.items() if name != "ExampleGen" and "container" in executors[
+            pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]}
+        assert conditioned == containers  # every container task after ExampleGen (Vertex's resolvers: no hook)
+        for name in conditioned:
+            condition = tasks[name]["triggerPolicy"]["condition"]
+            key = re.search(r"inputs\.artifacts\['([^']+)'\]", condition).group(1)
+            assert condition == NEW_DATA.format(key=key)
+            # the driver resolves the input before evaluating it: the task takes ExampleGen's examples there
+            assert tasks[name]["inputs"]["artifacts"][key]["taskOutputArtifact"] == {
+                "producerTask": "ExampleGen", "outputArtifactKey": "examples"}
+            component = pipeline_spec["components"][tasks[name]["componentRef"]["name"]]
+            assert key in component["inputDefinitions"]["artifacts"]
+            parsed = Condition(condition)
+            assert parsed.evaluate({key: _runtime_examples(1)}) is True
+            assert parsed.evaluate({key: _runtime_examples(0)}) is False
+    # the judge bites: what CEL refuses fails the driver (a string compared with a number, a missing key)
+    with pytest.raises(ConditionError, match="no such overload"):
+        Condition("(inputs.artifacts['examples'].artifacts[0].metadata['tfxd_spans'] == 1.0)").evaluate(
+            {"examples": _runtime_examples(1)})
+    with pytest.raises(ConditionError, match="no such key: tfxd_new"):
+        Condition("(inputs.artifacts['examples'].artifacts[0].metadata['tfxd_new'] == 1.0)").evaluate(
+            {"examples": _runtime_examples(1)})
+    with pytest.raises(ConditionError, match="expected"):
+        Condition("inputs.parameters['x'] == 1")
+
+
+@pytest.mark.parametrize("how", ["submit", "schedule"])
+def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans, fake_vertex, credentials, how):
+    """aiplatform.PipelineJob(enable_caching=True|False) overwrites every task's cachingOptions; tfxd builds
+    it with None, so the request Vertex gets keeps the compiled file's (read from what aiplatform sends)."""
+    folder, files = compiled_spans
+    spec = load_spec(str(folder / "demo.yaml"), check_files=False).spec
+    if how == "submit":
+        submit_vertex(spec, files["vertex"], credentials=credentials, api_endpoint=fake_vertex.url)
+        [request] = fake_vertex.calls("POST", "/pipelineJobs")
+        job = request.body
+    else:
+        schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, api_endpoint=fake_vertex.url)
+        [request] = fake_vertex.writes()
+        job = request.body["createPipelineJobRequest"]["pipelineJob"]
+    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
+    compiled = json.loads(Path(files["vertex"]).read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert {name: task.get("cachingOptions") for name, task in tasks.items()} == {
+        name: task.get("cachingOptions") for name, task in compiled.items()}  # what compile wrote, untouched
+    assert tasks["ExampleGen"]["cachingOptions"] == {"enableCache": False}
+    containers = [name for name in tasks if name != "ExampleGen" and "resolver" not in name]
+    assert len(containers) == 7 and all(tasks[name]["cachingOptions"] == {"enableCache": True} for name in containers)
+    # the resolvers' queries are never cached: enable_caching=True would have cached them too
+    assert all("cachingOptions" not in tasks[name] for name in tasks if "resolver" in name)
+
+
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
         add_day(tmp_path, day, index)
@@ -138,7 +220,26 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     summary = json.loads(latest.read_text())
     assert summary["status"] == "skipped" and summary["reason"].startswith(
         "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
-    assert [task["status"] for task in summary["tasks"]][:2] == ["skipped", "not run"]
+    tasks = {task["name"]: task for task in summary["tasks"]}
+    assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
+    assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
+    assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
+    assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
+    assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
+
+    # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
+    vertex = tmp_path / "demo.json"
+    result = tfxd("compile", "demo.yaml", "--target", "vertex", "-o", str(vertex), "--set",
+                  "push.to=gs://demo-bucket/kfp/demo/serving", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    on_vertex = tfxd("replay", str(vertex), "--param", "span=2026-11-21", cwd=tmp_path)
+    assert on_vertex.returncode == 0, on_vertex.stdout + on_vertex.stderr
+    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    assert summary["format"] == "vertex" and summary["status"] == "skipped"
+    statuses = {task["name"]: task["status"] for task in summary["tasks"]}
+    assert statuses.pop("ExampleGen") == "ran"
+    assert {status for name, status in statuses.items() if "resolver-" in name} == {"resolved"}  # no hook: they run
+    assert {status for name, status in statuses.items() if "resolver-" not in name} == {"skipped"}
 
     later = tfxd("replay", str(compiled), "--param", "span=2026-11-22", cwd=tmp_path)
     assert later.returncode == 0, later.stdout + later.stderr

@@ -81,12 +81,23 @@ def test_nothing_present_names_the_pattern(tmp_path):
         raised.value)
 
 
-def test_the_scheduled_day_comes_from_the_schedule_time_or_now():
-    day, source = spans.scheduled_day("2026-11-23T02:00:00Z", -1)
-    assert day == datetime.date(2026, 11, 22) and "scheduled time 2026-11-23T02:00:00Z" in source
-    assert spans.scheduled_day("2026-11-23T23:30:00-05:00", 0)[0] == datetime.date(2026, 11, 24)  # UTC
-    today = datetime.datetime.now(datetime.timezone.utc).date()
-    for unset in ("", "{{$.pipeline_job_schedule_time_utc}}"):  # KFP before 2.17, a manual run
-        assert spans.scheduled_day(unset, 0) == (today, "no schedule time: now")
+def test_the_scheduled_day_is_the_schedule_time_or_refused_or_the_creation_day_when_the_spec_says_so():
+    read = spans.scheduled_day("2026-11-23T02:00:00Z", -1)
+    assert read == spans.ScheduledDay(datetime.date(2026, 11, 22), "the scheduled time, 2026-11-23, -1 day")
+    assert spans.scheduled_day("2026-11-23T23:30:00-05:00", 0).day == datetime.date(2026, 11, 24)  # in UTC
+    started = datetime.datetime(2026, 11, 25, 10, 22, tzinfo=datetime.timezone.utc)
+    assert spans.scheduled_day("", -2, local_start=started) == spans.ScheduledDay(
+        datetime.date(2026, 11, 23), "a local run: its start, 2026-11-25, -2 days")
+    for unset, said in (("", "empty"), ("{{$.pipeline_job_schedule_time_utc}}", "left unfilled")):
+        # a run started by hand, or KFP before 2.17: never guessed
+        with pytest.raises(spans.SpanError, match=f"the placeholder was {said}.*span=YYYY-MM-DD.*"
+                                                  "unscheduled: creation_time"):
+            spans.scheduled_day(unset, 0)
+        fallback = spans.scheduled_day(unset, -1, unscheduled="creation_time", create_time="2026-11-24T23:59:00Z")
+        assert fallback == spans.ScheduledDay(datetime.date(2026, 11, 23), (
+            f"no schedule time (the placeholder was {said}); data.spans.unscheduled: creation_time: the run's "
+            "creation, 2026-11-24, -1 day"))
+        with pytest.raises(spans.SpanError, match="filled in neither it nor the schedule time"):
+            spans.scheduled_day(unset, 0, unscheduled="creation_time", create_time="{{$.pipeline_job_create_time_utc}}")
     with pytest.raises(spans.SpanError, match="not an RFC 3339 time"):
         spans.scheduled_day("yesterday", 0)

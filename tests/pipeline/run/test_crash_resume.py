@@ -278,6 +278,32 @@ def test_sigterm_during_transform_then_during_training_each_a_stop_with_exit_143
 
 
 @pytest.mark.reliability("crash point")
+def test_a_pipeline_reading_spans_resumes_after_sigterm_in_the_trainer_from_the_cache(crash_project):
+    """With spans in data.path the cache key holds the spans and their files (not the run's start time):
+    the rerun reuses everything before the Trainer, which goes on from its stopped epoch, and no backup
+    folder outlives the training."""
+    day = crash_project / "data" / "2026-11-20"
+    day.mkdir(parents=True)
+    (crash_project / "data.csv").rename(day / "trips.csv")
+    write_spec(crash_project, SPEC.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv"))
+    first = Running(crash_project)
+    first.wait_for("Trainer epoch 2/")
+    os.kill(first.process.pid, signal.SIGTERM)
+    code, out, err = first.finish()
+    assert code == 143, out + err
+    stopped = re.search(r"Trainer stopped by SIGTERM after step (\d+) of epoch (\d+); its state is backed up", out)
+    assert stopped, out
+    backups = crash_project / "tfxd-runs" / "demo" / "pipeline" / "Trainer" / ".backup"
+    assert len(list(backups.iterdir())) == 1
+
+    result = tfxd("run", "spec.yaml", cwd=crash_project)
+    summary = _check_resumed(crash_project, result, reused=BEFORE_TRAINER)
+    assert summary["examples"]["spans"] == ["2026-11-20"]
+    assert f"Trainer resumes at epoch {stopped.group(2)}/10" in result.stdout
+    assert not backups.exists()  # the completed training removed its own backup, and any stale one
+
+
+@pytest.mark.reliability("crash point")
 def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_rerun_resumes(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
     first = Running(crash_project)
