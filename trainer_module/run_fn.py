@@ -67,9 +67,11 @@ def run_fn(fn_args) -> dict[str, Any]:
         config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
         server = tf.distribute.Server(tf.train.ClusterSpec(plan.cluster["cluster"]), job_name=plan.task["type"],
                                       task_index=plan.task["index"], protocol="grpc", config=config, start=True)
+        stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
         server.join()
         return {"plan": plan.to_json()}
     distribution = strategy.build(plan, tpu_resolver)
+    stops.reclaim()  # a multi-worker strategy's runtime took SIGTERM: a stop must still stop (tfxd.stops)
     if training.get("seed") is not None:
         tf.keras.utils.set_random_seed(training["seed"])
     tf_output = tft.TFTransformOutput(fn_args.transform_output)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from typing import Any
 
 from tfx.components.trainer.executor import GenericExecutor
@@ -22,7 +23,7 @@ from tfx.components.util import udf_utils
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import files, keys
+from tfxd import files, keys, stops
 from tfxd.components.trainer import local_cluster
 
 CONFIG = keys.TrainerConfig
@@ -78,9 +79,11 @@ class Executor(GenericExecutor):
             self._check_model(output_dict)
             drop_backup(backup_dir)
             return
-        result = self.train(input_dict, output_dict, exec_properties)
-        if result.get("plan", {}).get("strategy") not in ("multi_worker_mirrored", "parameter_server"):
-            drop_backup(backup_dir)  # in a cluster, every task's own BackupAndRestore cleans up
+        if in_cluster_replica():  # a replica of a Vertex custom job: every task's BackupAndRestore cleans up
+            self.train_replica(input_dict, output_dict, exec_properties)
+            return
+        self.train(input_dict, output_dict, exec_properties)
+        drop_backup(backup_dir)
 
     def train(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
         """Run run_fn in this process; the chief must leave a model."""
@@ -89,6 +92,23 @@ class Executor(GenericExecutor):
         if result.get("plan", {}).get("is_chief", True) and result.get("plan", {}).get("role") != "serve":
             self._check_model(output_dict)
         return result
+
+    def train_replica(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
+        """train() as one replica of a cluster (a TFJob's pod, a local cluster's process, a Vertex replica): a
+        stop (SIGTERM, SIGINT) ends it within stops.STOP_SECONDS with the signal's exit status, saying where
+        the retried training resumes from, wherever it was (a collective may wait on a peer that is gone,
+        a parameter server never returns from its join)."""
+        try:
+            with stops.handling(stops.DEADLINE_SECONDS):
+                return self.train(input_dict, output_dict, exec_properties)
+        except stops.Stopped as stop:
+            config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
+            task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
+            sys.stderr.write(f"tfxd: Trainer replica {task.get('type', '?')}-{task.get('index', '?')} stopped by "
+                             f"{stops.name(stop.signum)}; the retried training resumes from the last epoch backed "
+                             f"up in {config.get(CONFIG.BACKUP_DIR)}\n")
+            sys.stderr.flush()
+            sys.exit(stops.exit_status(stop.signum))
 
     def _model_written(self, output_dict) -> bool:
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])

@@ -53,7 +53,7 @@ def main() -> None:
     logging.set_verbosity(logging.INFO)
 
     input_dict, output_dict, exec_properties = pickle.load(sys.stdin.buffer)
-    Executor().train(input_dict, output_dict, exec_properties)
+    Executor().train_replica(input_dict, output_dict, exec_properties)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ import hashlib
 import re
 from typing import Any
 
+from tfxd import stops
+
 GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
 CONTAINER = "tensorflow"  # the operator's default container: it gets the port and TF_CONFIG
 PORT = 2222
@@ -69,7 +71,9 @@ def _template(settings: dict[str, Any], kind: str, args: list[str]) -> dict[str,
                                  "args": args, "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}]}
     if spec := resources(wanted, gpu=accelerated):
         container["resources"] = spec
-    pod: dict[str, Any] = {"containers": [container]}
+    # a stopped replica ends within stops.STOP_SECONDS (tfxd.stops); the grace period says so, so that a
+    # cluster whose pods default to less still lets it end its own way
+    pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": stops.GRACE_SECONDS}
     if settings.get("service_account"):
         pod["serviceAccountName"] = settings["service_account"]
     if settings.get("node_selector"):

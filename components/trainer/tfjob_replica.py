@@ -21,8 +21,8 @@ def main(argv: list[str]) -> None:
     logging.use_absl_handler()  # the pod's log is this process's stderr: keep TFX's INFO lines there
     logging.set_verbosity(logging.INFO)
     payload = decode(argv[0])
-    Executor().train(artifact_utils.parse_artifact_dict(payload["inputs"]),
-                     artifact_utils.parse_artifact_dict(payload["outputs"]), payload["exec_properties"])
+    Executor().train_replica(artifact_utils.parse_artifact_dict(payload["inputs"]),
+                             artifact_utils.parse_artifact_dict(payload["outputs"]), payload["exec_properties"])
 
 
 if __name__ == "__main__":

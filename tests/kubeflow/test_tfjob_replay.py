@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -136,11 +137,14 @@ def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, 
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def test_a_replica_killed_fails_the_step_and_the_retried_step_resumes(replayed, tmp_path):
-    """A worker of the TFJob dies (SIGKILL) mid-training: the step fails naming it and saying where the
-    checkpoint is, the job is deleted; the retried step (same inputs) starts the job again under the same
-    name, and the chief resumes from the BackupAndRestore checkpoint rather than epoch 1."""
+@pytest.mark.reliability("crash point")
+def test_a_replica_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_step_resumes(replayed, tmp_path):
+    """A worker of the TFJob gets SIGTERM mid-training (Kubernetes evicting its pod): it ends within
+    tfxd.stops.STOP_SECONDS with exit status 143, saying where the retry resumes from; the step fails naming
+    it and saying where the checkpoint is, the job is deleted; the retried step (same inputs) starts the job
+    again under the same name, and the chief resumes from the BackupAndRestore checkpoint, not epoch 1."""
     from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+    from tfxd import stops
 
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS.replace("time.sleep(0.5)", "time.sleep(1.5)"))
@@ -160,14 +164,22 @@ def test_a_replica_killed_fails_the_step_and_the_retried_step_resumes(replayed, 
                 assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0][-3000:]
                 time.sleep(0.2)
             [job] = list(operator.processes)
-            operator.processes[job][("Worker", 0)].kill()
+            worker = operator.processes[job][("Worker", 0)]
+            stopped = time.monotonic()
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=60)
+            took = time.monotonic() - stopped
             output = first.communicate(timeout=300)[0]
         finally:
             if first.poll() is None:
                 first.kill()
-        assert first.returncode != 0
+        worker_log = (tmp_path / "logs" / f"{job[1]}-worker-0.log").read_text()
+        assert took < stops.STOP_SECONDS and worker.returncode == 143, (took, worker.returncode, worker_log[-3000:])
+        assert first.returncode != 0, output[-3000:]
+        assert "tfxd: Trainer replica worker-0 stopped by SIGTERM; the retried training resumes from the last " \
+               f"epoch backed up in {tmp_path}/.backup/" in worker_log, worker_log[-3000:]
         assert f"TFJob {REPLAY_NAMESPACE}/{job[1]} failed: replica worker-0 (pod {job[1]}-worker-0) Error " \
-               "(exit code 137)" in output
+               "(exit code 143)" in output
         assert "Retry the step to resume from the last epoch checkpointed in" in output
         assert not operator.api.jobs  # deleted by the failed step
         second = _run_task(executor_input, operator, env, project)

@@ -31,3 +31,42 @@ def test_a_stop_names_its_signal():
     assert stops.Stopped("SIGTERM [while running 'X']").signum == signal.SIGTERM
     with pytest.raises(KeyError):  # not a stop's message: Beam falls back to a RuntimeError, as for any other
         stops.Stopped("interrupted")
+
+
+STUCK = """\
+import sys, time
+from tfxd import stops
+with stops.handling(deadline=float(sys.argv[1])):
+    ready = False
+    while True:  # what a collective waiting on a peer that is gone looks like from here: the stop never lands
+        try:
+            if not ready:
+                ready = True
+                print("ready", flush=True)
+            time.sleep(60)
+        except stops.Stopped:
+            print("stop raised, and swallowed", flush=True)
+"""
+
+
+@pytest.mark.reliability("crash point")
+def test_a_process_that_does_not_stop_is_ended_at_its_deadline_with_the_signals_status(tmp_path):
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "stuck.py"
+    script.write_text(STUCK)
+    process = subprocess.Popen([sys.executable, str(script), "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    assert process.stdout.readline() == "ready\n"
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=30)
+    took = time.monotonic() - started
+    assert process.returncode == 143 and 2 <= took < 2 + (stops.STOP_SECONDS - stops.DEADLINE_SECONDS), took
+    assert out == "stop raised, and swallowed\n"
+    assert "tfxd: still running 2 s after SIGTERM (a step or a collective that does not return): ending now, " \
+           "exit status 143" in err
+    # without a deadline (a local run, whose cleanup may take its time) nothing ends the process for it
+    assert stops.DEADLINE_SECONDS < stops.STOP_SECONDS < stops.GRACE_SECONDS

@@ -56,7 +56,7 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
     def replicas(count: int, resources: dict[str, Any]) -> dict[str, Any]:
         return {"replicas": count, "restartPolicy": "Never", "template": {
             "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
-            "spec": {"serviceAccountName": "trainer",
+            "spec": {"serviceAccountName": "trainer", "terminationGracePeriodSeconds": 30,
                      "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "tensorflow", "image": "registry.example.com/demo:1.0",
