@@ -9,6 +9,8 @@ fix, instead of a Trainer crash or a silently wrong model.
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from typing import Any
 
 SHOWN = 5  # the classes named in a message
@@ -37,8 +39,8 @@ def problems(label: dict[str, Any], by_split: dict[str, tuple[dict[str, int], in
     if train is not None and train[1] > wanted:
         found.append(f"label column {column!r} has {train[1]} classes in the train split, more than "
                      f"label.num_classes {wanted}: raise label.num_classes to {train[1]}, or fix the data")
-    if train is None or len(train[0]) < train[1]:
-        return found  # the statistics do not list every train class: nothing more to compare
+    if train is None or not complete({"train": train}):
+        return found  # the statistics do not list every train class (from_examples() reads them all)
     for split, (listed, _) in sorted(by_split.items()):
         unseen = {value: count for value, count in listed.items() if split != "train" and value not in train[0]}
         if unseen:
@@ -49,3 +51,28 @@ def problems(label: dict[str, Any], by_split: dict[str, tuple[dict[str, int], in
                          "every class in train (ratio splits do; check the file-pattern splits), or drop those "
                          "records")
     return found
+
+
+def complete(by_split: dict[str, tuple[dict[str, int], int]]) -> bool:
+    """Whether the statistics list every class of every split (TFDV keeps a bounded histogram: a label with
+    more classes than it keeps is listed only in part)."""
+    return all(len(listed) >= unique for listed, unique in by_split.values())
+
+
+def from_examples(examples, column: str) -> dict[str, tuple[dict[str, int], int]]:
+    """The classes of a string label ``column`` counted in the examples themselves, split by split (the
+    gzipped TFRecords of tf.Example ExampleGen wrote), for when the statistics list them only in part."""
+    import tensorflow as tf
+    from tfx.dsl.io import fileio
+    from tfx.types import artifact_utils
+
+    by_split = {}
+    for split in artifact_utils.decode_split_names(examples.split_names):
+        paths = sorted(fileio.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*")))
+        counts: Counter[str] = Counter()
+        for record in tf.data.TFRecordDataset(paths, compression_type="GZIP").as_numpy_iterator():
+            feature = tf.train.Example.FromString(record).features.feature.get(column)
+            if feature is not None:
+                counts.update(value.decode("utf-8", "replace") for value in feature.bytes_list.value)
+        by_split[split] = (dict(counts), len(counts))
+    return by_split

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import sqlite3
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
@@ -38,17 +39,37 @@ _OLDER = re.compile(r"MLMD database version (\d+) is older than library version 
 
 
 def check(root: str) -> None:
-    """Open ``root``'s store read-only, if it exists, and read from it: a damaged file, or one another ML
-    Metadata version wrote, stops the run before anything is written, the file left as it is (opening it
-    read-write would not repair it, and a new store in its place would lose every run's record)."""
+    """Open ``root``'s store read-only, if it exists, and read all of it: a damaged file (anywhere in it,
+    not only the first pages a query happens to read), or one another ML Metadata version wrote, stops the
+    run before anything is written, the file left as it is (opening it read-write would not repair it, and
+    a new store in its place would lose every run's record)."""
     path = metadata_path(root)
     if not os.path.exists(path):
         return
     try:
         open_store(root, readonly=True).get_context_types()
+        damage = _damage(path)
     except RuntimeError as exc:
         raise StoreUnreadable(f"the ML Metadata store {path} cannot be read: {_why(str(exc))}. tfxd left it as "
                               "it is") from None
+    if damage:
+        raise StoreUnreadable(f"the ML Metadata store {path} cannot be read: {_why(damage)}. tfxd left it as it is")
+
+
+def _damage(path: str) -> str | None:
+    """What SQLite's own check finds wrong in the file, page by page (`PRAGMA quick_check`: every page and
+    record, without the slower index cross-checks), read-only; None when it is whole."""
+    try:
+        connection = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True)
+    except sqlite3.Error as exc:
+        return str(exc)
+    try:
+        found = [row[0] for row in connection.execute("PRAGMA quick_check(3)")]
+    except sqlite3.DatabaseError as exc:
+        return str(exc)  # "database disk image is malformed", "file is not a database"
+    finally:
+        connection.close()
+    return None if found == ["ok"] else "database disk image is malformed: " + "; ".join(found)
 
 
 def _why(error: str) -> str:

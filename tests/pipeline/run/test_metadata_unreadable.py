@@ -14,7 +14,20 @@ from tests.pipeline.run.test_run_taxi import tfxd
 
 
 def _damage(store: Path, how: str) -> None:
-    if how == "truncated":
+    if how == "damaged-past-its-first-pages":  # what a read of the types (its first pages) never sees
+        from ml_metadata.proto import metadata_store_pb2 as mlmd
+
+        from tfxd.pipeline.run.metadata import open_store
+
+        written = open_store(str(store.parent), readonly=False)
+        type_id = written.put_artifact_type(mlmd.ArtifactType(name="Examples"))
+        written.put_artifacts([mlmd.Artifact(type_id=type_id, uri=f"/runs/{i}/" * 8) for i in range(3000)])
+        data = bytearray(store.read_bytes())
+        page = len(data) - 5 * 4096  # a page of artifacts near the end of the file
+        data[page:page + 4096] = b"\x99" * 4096
+        store.write_bytes(bytes(data))
+        assert open_store(str(store.parent), readonly=True).get_context_types() == []  # the old check passed
+    elif how == "truncated":
         store.write_bytes(store.read_bytes()[:1000])
     elif how == "not-a-database":
         store.write_bytes(b"these are not the bytes of a database\n" * 50)
@@ -26,6 +39,7 @@ def _damage(store: Path, how: str) -> None:
 @pytest.mark.reliability("environment fault")
 @pytest.mark.parametrize(("how", "why"), [
     ("truncated", "the file is damaged (truncated or corrupt); restore it from a backup, or move it aside"),
+    ("damaged-past-its-first-pages", "the file is damaged (truncated or corrupt); restore it from a backup"),
     ("not-a-database", "the file is damaged (not an SQLite database)"),
     ("newer", "a newer ML Metadata wrote it (schema version 99; this tfxd's reads 10); run this root with the "
               "tfxd (or TFX) version that wrote it"),
