@@ -6,6 +6,7 @@ The spec is imported at the top; TFX and the services' SDKs load inside the verb
 
 from __future__ import annotations
 
+import datetime
 import os
 import sys
 import tempfile
@@ -121,9 +122,18 @@ def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tu
               help='A pipeline parameter, e.g. train_args=\'{"numSteps": 100}\'.')
 @click.option("--beam-as-compiled", is_flag=True,
               help="Keep the compiled Beam flags (default: in-memory direct runner, data here is small).")
+@click.option("--schedule-time", metavar="RFC3339",
+              help="Replay a run a schedule started at this time, e.g. 2026-11-24T03:00:00Z (default: a run "
+                   "started by hand, whose schedule time the engine leaves unfilled).")
 def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple[str, ...],
-           beam_as_compiled: bool) -> None:
+           beam_as_compiled: bool, schedule_time: str | None) -> None:
     """Execute a compiled Kubeflow/Vertex file here, task by task, as the KFP v2 launcher would."""
+    if schedule_time is not None:
+        try:
+            datetime.datetime.fromisoformat(schedule_time.replace("Z", "+00:00"))
+        except ValueError:
+            raise click.BadParameter(f"{schedule_time!r} is not an RFC 3339 time (e.g. 2026-11-24T03:00:00Z)",
+                                     param_hint="--schedule-time") from None
     parameters = {}
     for item in params:
         name, sep, value = item.partition("=")
@@ -138,7 +148,8 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
         root = root or os.path.join(project_dir, "tfxd-runs", compiled.name, "replay")
         with stops.handling():
             summary = runner.replay(compiled_file, project_dir=project_dir, root=root, parameters=parameters,
-                                    on_task=_show_task, beam_in_memory=not beam_as_compiled)
+                                    on_task=_show_task, beam_in_memory=not beam_as_compiled,
+                                    schedule_time=schedule_time)
     except KeyboardInterrupt as exc:  # SIGINT or SIGTERM: the running task was stopped, its outputs removed
         signum = getattr(exc, "signum", None)
         console.error(f"replay interrupted by {stops.name(signum)}; the stopped task's outputs were removed")

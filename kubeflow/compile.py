@@ -11,8 +11,9 @@ container and importer executors only, and no lifecycle hooks): schema 2.1.0 wit
 their defaults, `defaultPipelineRoot` from the target's bucket, the Evaluator's baseline found by a
 task (assembly gives Kubeflow one instead of TFX's resolver), and ExampleGen without TFX's pre-cache-
 check driver (its executor works out the span and fingerprint itself) and never cached: the backend's
-cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data; nor are
-the tasks that find the latest pushed model, which read the bucket.
+cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data. On both
+targets the tasks that find the latest pushed model (the baseline, the warm start) are never cached: they
+read the bucket.
 Per-component `resources` become the tasks' resource requests and limits.
 """
 
@@ -54,6 +55,7 @@ def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     root = Placement(loaded, target).pipeline_root()
     if target == "kubeflow":
         _for_kubeflow(job["pipelineSpec"], loaded, root)
+    _never_cached(job["pipelineSpec"], (RESOLVER, WARM_START_RESOLVER))
     if spec.data.span_pattern is not None:
         _schedule_time(job["pipelineSpec"])
     job["runtimeConfig"]["gcsOutputDirectory"] = root
@@ -66,11 +68,16 @@ def _for_kubeflow(pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str) 
     _set_defaults(pipeline_spec, runtime_parameters(loaded.spec))
     _set_resources(pipeline_spec, loaded.spec.targets.kubeflow.resources)  # type: ignore[union-attr]
     executors = pipeline_spec["deploymentSpec"]["executors"]
-    for name, task in pipeline_spec["root"]["dag"]["tasks"].items():
+    for task in pipeline_spec["root"]["dag"]["tasks"].values():
         executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
         if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
             task["cachingOptions"] = {"enableCache": False}
-        if name in (RESOLVER, WARM_START_RESOLVER):  # they read the push destination, which no cache key holds
+
+
+def _never_cached(pipeline_spec: dict[str, Any], names: tuple[str, ...]) -> None:
+    """The tasks that find the latest pushed model read the bucket, which no cache key holds."""
+    for name, task in pipeline_spec["root"]["dag"]["tasks"].items():
+        if name in names:
             task["cachingOptions"] = {"enableCache": False}
 
 

@@ -26,6 +26,13 @@ SPAN_DAY_PROPERTY = "tfxd_span_day"
 # ExampleValidator's anomalies artifact, with validation.drift: JSON {span, previous_span, columns: {column:
 # {distance, threshold, measure}}, beyond: the columns past their threshold}. The run summary reports it.
 DRIFT_PROPERTY = "tfxd_drift"
+# ExampleGen's examples artifact, with validation.drift: JSON {newest, previous}, the span the gate judges and
+# the newest span present before it (None for the first), whichever spans the run read. Where the drift store
+# (DRIFT_STATISTICS_FILE under <store>/<span>/) lacks one's train statistics, ExampleGen writes that span's
+# train examples under <examples>/DRIFT_EXAMPLES_DIR/<span>/ and ExampleValidator computes them from there.
+DRIFT_SPANS_PROPERTY = "tfxd_drift_spans"
+DRIFT_STATISTICS_FILE = "FeatureStats.pb"
+DRIFT_EXAMPLES_DIR = "tfxd_drift"
 # The same artifact, with validation.skew: JSON {columns: {column: {distance, threshold, measure}}, beyond},
 # the train split against the eval split.
 SKEW_PROPERTY = "tfxd_skew"

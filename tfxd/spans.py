@@ -253,15 +253,21 @@ def scheduled_day(schedule_time: str, offset_days: int, *, unscheduled: str = "f
     return ScheduledDay(base + datetime.timedelta(days=offset_days), f"{why}, {shift}" if offset_days else why)
 
 
+def newest_versions(found: list[Found]) -> list[Found]:
+    """Each span present once, at its newest version, oldest span first (``found`` as find() lists it)."""
+    newest: dict[int, Found] = {}
+    for item in found:  # oldest version first, so the newest stays
+        newest[item.span] = item
+    return [newest[span] for span in sorted(newest)]
+
+
 def select(pattern: SpanPattern, found: list[Found], choice: dict[str, int] | str) -> list[Found]:
     """The spans a run reads, oldest first, each at its newest version: ``choice`` is "latest",
     {"window": N} (the N newest spans present) or {"span": N}."""
     if not found:
         raise SpanError(f"no data matches {pattern.path} (nothing matches {pattern.glob()}); check the path, or "
                         "that the first span has landed")
-    newest: dict[int, Found] = {}
-    for item in found:  # oldest version first, so the newest stays
-        newest[item.span] = item
+    newest = {item.span: item for item in newest_versions(found)}
     spans = sorted(newest)
     present = ", ".join(str(pattern.label(span)) for span in spans[-5:]) + (" ..." if len(spans) > 5 else "")
     if choice == "latest":

@@ -14,6 +14,7 @@ from typing import Any
 
 import apache_beam as beam
 from absl import logging
+from tfx.components.example_gen import base_example_gen_executor
 from tfx.components.example_gen import driver as example_gen_driver
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
@@ -36,6 +37,7 @@ from tfxd.components.example_gen.span_decision import FILES_KEY, READER_CONFIG_K
 from tfxd.files import empty_outputs
 
 REPORT_DIR_KEY = "_tfxd_report_dir"
+DRIFT_DIR_KEY = "_tfxd_drift_dir"  # where the drift gate's span examples go: <examples>/keys.DRIFT_EXAMPLES_DIR
 _BAD = "bad"
 
 
@@ -177,6 +179,7 @@ class Executor(BaseExampleGenExecutor):
                       for name, split in splits.items()]
             (tuple(counts) | "AllCounts" >> beam.Flatten() | "CountsToDict" >> beam.combiners.ToDict()
              | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE)))
+        _write_drift_examples(pipeline, exec_properties)
         return splits
 
     def _pattern_splits(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> dict[str, Any]:
@@ -204,6 +207,7 @@ class Executor(BaseExampleGenExecutor):
         if json.loads(exec_properties[READER_CONFIG_KEY]).get("spans"):
             exec_properties = span_decision.decide(exec_properties)  # unless tfxd's driver decided already
             span_decision.stamp(examples, exec_properties)
+            exec_properties = {**exec_properties, DRIFT_DIR_KEY: os.path.join(examples.uri, keys.DRIFT_EXAMPLES_DIR)}
             nothing_new = span_decision.refuse_or_skip(exec_properties)
             if nothing_new:  # data.on_no_new_data: skip: the pipeline's condition skips what follows
                 logging.info("tfxd ExampleGen: %s; nothing is read, and the components after it are skipped",
@@ -248,10 +252,48 @@ class Executor(BaseExampleGenExecutor):
                                                   csv_chunks.CHUNK_BYTES)
             counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
             reports.write_columns_and_bad(seen, [bad], report_dir)
+            _write_drift_examples(pipeline, exec_properties)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if payload_format:
             for artifact in examples:
                 examples_utils.set_payload_format(artifact, payload_format)
+
+
+class _TrainExamplesOfSpan(beam.PTransform):
+    """One span's files -> its train examples, serialized, as the pipeline's own would be: read and typed
+    row by row (bad records skipped), in the train split by TFX's own partition (ratio splits), or all of
+    them (the files are the train pattern's)."""
+
+    def __init__(self, config: dict[str, Any], files: list[str], output_config) -> None:
+        super().__init__()
+        self._config, self._files, self._output_config = config, files, output_config
+
+    def expand(self, pbegin):
+        rows, bad = _read_files(pbegin, self._config, {"train": self._files})
+        pairs = _to_examples(rows, bad, self._config, None)
+        split_config = self._output_config.split_config
+        if split_config.splits:
+            bounds = [bound for _, bound in _buckets(self._output_config)]
+            train = [split.name for split in split_config.splits].index("train")
+            pairs = pairs | "Train" >> beam.Filter(  # TFX's partition of ratio splits, as its executor splits
+                lambda pair: base_example_gen_executor._PartitionFn(  # noqa: SLF001 - TFX's own rule
+                    pair[1], len(bounds), bounds, split_config) == train)
+        return pairs | "Serialize" >> beam.Map(lambda pair: pair[1].SerializeToString(deterministic=True))
+
+
+def _write_drift_examples(pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> None:
+    """The train examples of each span whose statistics the drift gate lacks (span_decision.drift_examples),
+    beside the run's own, for ExampleValidator to compute them from."""
+    wanted = span_decision.drift_examples(exec_properties)
+    if not wanted:
+        return
+    config = {**json.loads(exec_properties[READER_CONFIG_KEY]), "bad_records": "skip"}
+    output_config = example_gen_pb2.Output()
+    proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
+    for label, files in sorted(wanted.items()):
+        (pipeline | f"DriftSpan[{label}]" >> _TrainExamplesOfSpan(config, files, output_config)
+         | f"WriteDriftSpan[{label}]" >> beam.io.WriteToTFRecord(
+             os.path.join(exec_properties[DRIFT_DIR_KEY], label, "examples"), file_name_suffix=".gz"))
 
 
 def _columnar(exec_properties: dict[str, Any]) -> bool:

@@ -12,13 +12,16 @@ own; replay runs what the file says), the executor decides the same way before r
 "No new data" is decided here too: the spans to read are the ones the latest blessed model was trained
 on. With `data.on_no_new_data: skip` ExampleGen then reads nothing and says so on its examples
 (keys.NEW_DATA_PROPERTY = 0 and the reason), and the pipeline's condition (pipeline/assembly/dag.py)
-skips every component after it: the run ends successfully, on every runner.
+skips every component after it: the run ends successfully, on every runner. So is which spans the drift
+gate compares, and which of them ExampleGen writes train examples of for it (components/example_validator/
+drift.py).
 """
 
 from __future__ import annotations
 
 import datetime
 import json
+import os
 from typing import Any
 
 from absl import logging
@@ -36,7 +39,7 @@ SPAN_KEY = "tfxd_span"  # a span overriding data.spans: the compiled pipeline's 
 SCHEDULE_TIME_KEY = "tfxd_schedule_time"  # what `{span: scheduled}` reads by (a cluster's placeholder)
 CREATE_TIME_KEY = "tfxd_create_time"  # the run's creation time (a cluster's placeholder), for `unscheduled`
 FILES_KEY = "_tfxd_files"  # JSON {split ("" for ratio splits): the chosen spans' files}
-DECISION_KEY = "_tfxd_spans_read"  # JSON Decision.to_json(): set once the spans are decided
+DECISION_KEY = "_tfxd_spans_read"  # JSON {spans, day, no_new_data, drift}: set once the spans are decided
 
 
 class NoNewDataFound(InputError):
@@ -62,20 +65,22 @@ def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
         elif isinstance(choice, dict) and "scheduled" in choice:
             day = _scheduled_day(exec_properties, choice, config)
             choice = {"span": spans.date_span(day.day)}
-        chosen = spans.select(pattern, pattern.find(fileio.glob), choice)
+        present = pattern.find(fileio.glob)
+        chosen = spans.select(pattern, present, choice)
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         user_patterns = config.get("splits") or {}  # file-pattern splits: each reads its own files
         files = {split.name if user_patterns else "": pattern.files_of(
             chosen, [user_patterns[split.name]] if user_patterns else [], fileio.glob, fileio.isdir)
             for split in input_config.splits}
+        drift = _drift(config, pattern, present, chosen)
     except spans.SpanError as exc:
         raise InputError(str(exc)) from None
     labels = [pattern.label(found.span) for found in chosen]
     logging.info("tfxd ExampleGen: spans %s%s", ", ".join(map(str, labels)),
                  f" ({day.day}: {day.why})" if day else "")
     decision = {"spans": labels, "day": day and {"day": day.day.isoformat(), "why": day.why},
-                "no_new_data": _no_new_data(config, labels)}
+                "no_new_data": _no_new_data(config, labels), "drift": drift}
     return {**exec_properties, FILES_KEY: json.dumps(files, sort_keys=True),
             DECISION_KEY: json.dumps(decision, sort_keys=True),
             SCHEDULE_TIME_KEY: "", CREATE_TIME_KEY: "",  # read: the decision holds the day they gave
@@ -87,6 +92,36 @@ def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
 def decision(exec_properties: dict[str, Any]) -> dict[str, Any]:
     """The decision made by decide(): {spans, day: {day, why} | None, no_new_data: reason | None}."""
     return json.loads(exec_properties[DECISION_KEY])
+
+
+def _drift(config: dict[str, Any], pattern: spans.SpanPattern, present: list[spans.Found],
+           chosen: list[spans.Found]) -> dict[str, Any] | None:
+    """With validation.drift (the reader's ``drift_store``): the span the gate judges (the newest read),
+    the span it compares with (the newest present before it, whether an earlier run read it or not), and,
+    for each of the two whose train statistics the store lacks, its train files, which the executor turns
+    into that span's train examples (keys.DRIFT_EXAMPLES_DIR). A run that read the newest span alone has
+    its statistics already: StatisticsGen's."""
+    store = config.get("drift_store")
+    if not store:
+        return None
+    newest = chosen[-1]
+    older = [found for found in spans.newest_versions(present) if found.span < newest.span]
+    previous = older[-1] if older else None
+    train = [config["splits"]["train"]] if config.get("splits") else []
+    examples = {}
+    for found in (previous, None if len(chosen) == 1 else newest):
+        label = found and str(pattern.label(found.span))
+        if label and not fileio.exists(os.path.join(store, label, keys.DRIFT_STATISTICS_FILE)):
+            examples[label] = pattern.files_of([found], train, fileio.glob, fileio.isdir)
+    return {"newest": str(pattern.label(newest.span)),
+            "previous": previous and str(pattern.label(previous.span)), "examples": examples}
+
+
+def drift_examples(exec_properties: dict[str, Any]) -> dict[str, list[str]]:
+    """{span: its train files} the executor writes train examples of for the drift gate ({} for none)."""
+    if not decided(exec_properties):
+        return {}
+    return (decision(exec_properties).get("drift") or {}).get("examples", {})
 
 
 def _scheduled_day(exec_properties: dict[str, Any], choice: dict[str, Any], config: dict[str, Any]):
@@ -136,6 +171,9 @@ def stamp(examples, exec_properties: dict[str, Any]) -> None:
     examples.set_string_custom_property(keys.SPANS_PROPERTY, json.dumps(made["spans"]))
     if made["day"]:
         examples.set_string_custom_property(keys.SPAN_DAY_PROPERTY, json.dumps(made["day"], sort_keys=True))
+    if made.get("drift"):
+        examples.set_string_custom_property(keys.DRIFT_SPANS_PROPERTY, json.dumps(
+            {"newest": made["drift"]["newest"], "previous": made["drift"]["previous"]}, sort_keys=True))
     examples.set_int_custom_property(keys.NEW_DATA_PROPERTY, 0 if made["no_new_data"] else 1)
     if made["no_new_data"]:
         examples.set_string_custom_property(keys.NO_NEW_DATA_PROPERTY, made["no_new_data"])

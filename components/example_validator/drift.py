@@ -1,11 +1,15 @@
-"""The drift gate between spans: this run's train statistics against the previous span's, by TFDV; and
-the skew gate between the train and eval splits, by the same distances.
+"""The drift gate between spans: the train statistics of the newest span read against those of the newest
+span present before it, by TFDV; and the skew gate between the train and eval splits, by the same
+distances.
 
 StatisticsGen's artifacts live per run, and on Kubeflow no resolver can find the previous run's, so the
-gate keeps its own record in the pipeline root, which every runner writes: `<store>/<span>/` holds the
-train statistics of the run that last passed the gate with that span (the newest span read, for a
-window). The previous span is the newest one there older than the newest span read now. Distances are
-TFDV's drift comparator's: L-infinity for string columns, Jensen-Shannon divergence for numbers.
+gate keeps its own record in the pipeline root, which every runner writes: `<store>/<span>/` holds a
+span's train statistics. Which two spans it compares is ExampleGen's decision, made from the spans
+present, not from what earlier runs kept (keys.DRIFT_SPANS_PROPERTY): a span whose statistics the store
+lacks (the gate was off when it was read, or it was read in a window, or never alone) is computed here
+from its train examples, which ExampleGen wrote for it (keys.DRIFT_EXAMPLES_DIR), and kept. A run that
+read one span has that span's statistics already (StatisticsGen's train split). Distances are TFDV's
+drift comparator's: L-infinity for string columns, Jensen-Shannon divergence for numbers.
 """
 
 from __future__ import annotations
@@ -15,7 +19,9 @@ from typing import Any
 
 from tfx.dsl.io import fileio
 
-STATISTICS_FILE = "FeatureStats.pb"
+from tfxd import keys
+
+STATISTICS_FILE = keys.DRIFT_STATISTICS_FILE
 TRAIN = "train"
 EVAL = "eval"
 
@@ -32,6 +38,28 @@ def previous_span(store: str, newest: str) -> str | None:
     older = [span for span in spans if _order(span) < _order(newest)
              and fileio.exists(os.path.join(store, span, STATISTICS_FILE))]
     return max(older, key=_order) if older else None
+
+
+def span_statistics(store: str, examples, span: str) -> str | None:
+    """The path of ``span``'s train statistics in the store, computed (and kept) from the train examples
+    ExampleGen wrote for it beside ``examples`` when the store lacks them; None when neither is there."""
+    kept = os.path.join(store, span, STATISTICS_FILE)
+    if fileio.exists(kept):
+        return kept
+    written = os.path.join(examples.uri, keys.DRIFT_EXAMPLES_DIR, span)
+    if not fileio.glob(os.path.join(written, "*.gz")):
+        return None
+    import tempfile
+
+    import tensorflow_data_validation as tfdv
+
+    computed = tfdv.generate_statistics_from_tfrecord(os.path.join(written, "*.gz"))
+    with tempfile.TemporaryDirectory(prefix="tfxd-drift-") as scratch:
+        path = os.path.join(scratch, STATISTICS_FILE)
+        with open(path, "wb") as handle:
+            handle.write(computed.SerializeToString())
+        keep(store, span, path)
+    return kept
 
 
 def keep(store: str, span: str, statistics_path: str) -> None:

@@ -93,6 +93,14 @@ class Executor(tfx_validator.Executor):
             found = classes.classes(tfdv.load_stats_binary(path), label["column"])
             if found is not None:
                 by_split[split] = found
+        if by_split and not classes.complete(by_split):  # the statistics list only part of the classes
+            examples = input_dict.get(EXAMPLES_KEY)
+            if examples:
+                by_split = classes.from_examples(artifact_utils.get_single_instance(examples), label["column"])
+            else:
+                logging.warning("tfxd ExampleValidator: the statistics list only part of the classes of label "
+                                "column %r and no examples were given to count them in: the classes of the eval "
+                                "split are not compared with train's", label["column"])
         wrong = classes.problems(label, by_split)
         if wrong:
             raise LabelClassesWrong("; ".join(wrong))
@@ -126,23 +134,31 @@ class Executor(tfx_validator.Executor):
         if not spans:
             return
         newest = str(spans[-1])
+        judged = json.loads(examples.get_string_custom_property(keys.DRIFT_SPANS_PROPERTY) or "null")
+        # ExampleGen named the span before the newest read (examples from before it did: what the store has)
+        previous = judged["previous"] if judged else drift.previous_span(config["store"], newest)
         statistics = artifact_utils.get_single_instance(input_dict[standard_component_specs.STATISTICS_KEY])
-        current_path = os.path.join(artifact_utils.get_split_uri([statistics], drift.TRAIN), drift.STATISTICS_FILE)
-        previous = drift.previous_span(config["store"], newest)
+        current_path = (os.path.join(artifact_utils.get_split_uri([statistics], drift.TRAIN), drift.STATISTICS_FILE)
+                        if len(spans) == 1 else drift.span_statistics(config["store"], examples, newest))
+        previous_path = drift.span_statistics(config["store"], examples, previous) if previous else None
         record: dict = {"span": newest, "previous_span": previous, "columns": {}, "beyond": {}}
-        if previous is None:
-            logging.info("tfxd drift: no statistics of a span before %s in %s yet: nothing to compare with",
-                         newest, config["store"])
+        if current_path is None or (previous is not None and previous_path is None):
+            missing = newest if current_path is None else previous
+            logging.warning("tfxd drift: no statistics of span %s in %s and no examples of it to compute them "
+                            "from: nothing to compare", missing, config["store"])
+            record["previous_span"] = None
+        elif previous_path is None:
+            logging.info("tfxd drift: no span before %s: nothing to compare with", newest)
         else:
             record["columns"] = drift.distances(
-                tfdv.load_stats_binary(current_path),
-                tfdv.load_stats_binary(os.path.join(config["store"], previous, drift.STATISTICS_FILE)),
+                tfdv.load_stats_binary(current_path), tfdv.load_stats_binary(previous_path),
                 self._schema(input_dict), config["threshold"], config["features"], self._gated(exec_properties))
             record["beyond"] = drift.beyond(record["columns"])
         _judge(output_dict, "drift", record, config, DriftFound,
                f"the data drifted between span {previous} and span {newest}: {_moved(record['beyond'])}",
                "Check the new span's data; if the change is real")
-        drift.keep(config["store"], newest, current_path)
+        if current_path is not None:
+            drift.keep(config["store"], newest, current_path)
 
     def _gate_anomalies(self, output_dict, exec_properties) -> None:
         artifact = artifact_utils.get_single_instance(output_dict[standard_component_specs.ANOMALIES_KEY])

@@ -45,6 +45,8 @@ _LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.ge
 # The TFJob Trainer runs as it is, against a local Training Operator (training_operator.py).
 _TFJOB_EXECUTOR = name_utils.get_full_name(tfjob.Executor)
 REPLAY_NAMESPACE = "tfxd-replay"
+JOB_CREATE_TIME = "{{$.pipeline_job_create_time_utc}}"  # kfp.dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER
+JOB_SCHEDULE_TIME = "{{$.pipeline_job_schedule_time_utc}}"  # kfp.dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER
 
 
 class TaskFailed(RunFailed):
@@ -67,7 +69,8 @@ class TaskResult:
 @dataclass(frozen=True)
 class Replay:
     """One replay: the compiled file, the folder standing for the image's project, the root its files go
-    under, its id, the pipeline's parameter values, and whether Beam runs in memory."""
+    under, its id, the pipeline's parameter values, whether Beam runs in memory, when it was created and
+    the time a schedule would have started it (None: started by hand)."""
 
     compiled: Compiled
     project_dir: str
@@ -75,6 +78,18 @@ class Replay:
     run_id: str
     parameters: dict[str, Any]
     beam_in_memory: bool
+    created: str = ""  # RFC 3339, UTC
+    schedule_time: str | None = None
+
+    def job_placeholder(self, constant: Any) -> Any:
+        """A task input's constant as the engine hands it on: the job's creation time and, in a scheduled
+        run, its schedule time, where the constant is exactly that placeholder (as Vertex and KFP 2.17+
+        fill them); a run started by hand leaves the schedule time unfilled, as KFP before 2.17 always does."""
+        if constant == JOB_CREATE_TIME:
+            return self.created
+        if constant == JOB_SCHEDULE_TIME and self.schedule_time is not None:
+            return self.schedule_time
+        return constant
 
     @property
     def run_dir(self) -> str:

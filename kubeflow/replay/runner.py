@@ -24,6 +24,7 @@ reaches a cluster.
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
 import re
@@ -101,7 +102,7 @@ class _Tasks:
                 if "constantValue" in runtime:
                     value = from_old_value(runtime["constantValue"])
                 elif "constant" in runtime:
-                    value = runtime["constant"]
+                    value = self.replay.job_placeholder(runtime["constant"])
                 else:
                     raise ReplayError(f"task {name}: parameter {key}: unsupported runtime value {runtime}")
             elif "componentInputParameter" in spec:
@@ -144,9 +145,6 @@ class _Tasks:
                 if task.get(unsupported):
                     raise ReplayError(f"task {name}: {unsupported} is not supported by replay")
             policy = task.get("triggerPolicy") or {}
-            if set(policy) - {"condition"}:
-                raise ReplayError(f"task {name}: triggerPolicy {sorted(set(policy) - {'condition'})} is not "
-                                  "supported by replay")
             if policy.get("condition"):
                 try:
                     self.conditions[name] = Condition(policy["condition"])
@@ -369,13 +367,14 @@ class _Tasks:
 
 def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[str, Any] | None = None,
            on_task: TaskCallback | None = None, run_id: str | None = None,
-           beam_in_memory: bool = True) -> dict[str, Any]:
+           beam_in_memory: bool = True, schedule_time: str | None = None) -> dict[str, Any]:
     """Execute the compiled pipeline at ``compiled_path`` here, task by task.
 
     ``project_dir`` stands for the image's project (/tfxd/project): the folder of the spec it was compiled
     from. Artifacts go to `<root>/<run id>/<task>/<output key>`, task logs to `<root>/<run id>/logs`,
     bucket paths to `<root>/bucket/<bucket>/...`; `<root>/artifacts.json` indexes
-    the artifacts of every replay under ``root`` for the resolvers. ``parameters`` override the pipeline's
+    the artifacts of every replay under ``root`` for the resolvers. ``schedule_time`` (RFC 3339) replays a run
+    a schedule started at that time; without it, a run started by hand. ``parameters`` override the pipeline's
     runtime parameters (e.g. ``{"train_args": '{"numSteps": 100}'}``). ``on_task(name, event)`` is called
     with ``{"event": "start", "kind": ...}`` and ``{"event": "end", "status": ..., "seconds": ..., "log":
     ..., "outputs": ...}`` (plus ``"error"`` when it failed).
@@ -393,7 +392,9 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
     run_id = run_id or new_run_id()
     if os.path.exists(os.path.join(root, run_id)):
         raise ReplayError(f"run {run_id} already exists under {root}")
-    tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory), on_task)
+    created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time),
+                   on_task)
     try:
         return tasks.run()
     finally:

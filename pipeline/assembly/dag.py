@@ -106,7 +106,7 @@ def _after_example_gen(loaded: LoadedSpec, place: Placement, examples) -> list[A
     validator = ExampleValidator(
         statistics.outputs["statistics"], schema, spec.validation.fail_on_anomalies, columns_read(loaded),
         drift={**drift.model_dump(), "store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if drift else None,
-        examples=examples if drift else None,
+        examples=examples if drift or _classes(spec) else None,  # spans for drift; classes to count
         skew=spec.validation.skew.model_dump() if spec.validation.skew else None,
         label=_classes(spec))
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
@@ -159,8 +159,10 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
         # the pattern and the push destination as the executor sees them; on a cluster the span is a runtime
         # parameter and the schedule and creation times placeholders (kubeflow/compile.py); a local run
         # reads `span: scheduled` by the day it started
+        drift = {"drift_store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if spec.validation.drift else {}
         reader = {**reader, "spans": {**reader["spans"], "path": place.path(spec.data.path or ""),
-                                      "pushed_to": place.push_to(), **({} if place.on_cluster else {"local": True})}}
+                                      "pushed_to": place.push_to(), **drift,
+                                      **({} if place.on_cluster else {"local": True})}}
         if place.on_cluster:
             span = data_types.RuntimeParameter(name=SPAN_PARAMETER, ptype=str, default="")
     return ExampleGen(place.where(config.input_base or ""), input_config, output_config, reader, span)
@@ -214,24 +216,25 @@ def _steps(spec: Spec, place: Placement) -> tuple[Any, Any]:
 
 
 def _baseline_resolver(model, place: Placement):
-    """The Evaluator's baseline, the latest blessed model other than the candidate: locally a resolver
-    reading ML Metadata (baseline.py); on Vertex, TFX's LatestBlessedModelStrategy, the one strategy its
-    compiler translates; on Kubeflow, whose open-source backend runs no resolvers, a task reading the
-    push destination (components/baseline)."""
-    if place.target == "kubeflow":
+    """The Evaluator's baseline: this pipeline's latest blessed model other than the candidate. Locally a
+    resolver reading the root's ML Metadata, where the pipeline's own context scopes it (baseline.py); on
+    a cluster a task reading the pipeline's push destination (components/baseline, tfxd.pushed), where
+    Pusher puts exactly the blessed models: the question ExampleGen's no-new-data check and the warm start
+    ask too, answered alike on Kubeflow (whose open-source backend runs no resolver) and Vertex (whose
+    resolver queries would reach every pipeline of the same name in the project's metadata store, staging
+    and production alike), and in `tfxd replay`."""
+    if place.on_cluster:
         return LatestPushedModel(candidate=model, push_destination=place.push_to()).with_id(RESOLVER)
     channels = {baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
                 baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
-    if place.on_cluster:
-        return Resolver(strategy_class=LatestBlessedModelStrategy, **channels).with_id(RESOLVER)
     return Resolver(strategy_class=baseline.LatestBlessedOtherModelStrategy,
                     **{**channels, baseline.CANDIDATE_KEY: model}).with_id(RESOLVER)
 
 
 def _warm_start_resolver(place: Placement):
-    """training.warm_start: the latest blessed model, before this run trains one; found as the baseline
-    is, TFX's LatestBlessedModelStrategy where resolvers run, the push destination on Kubeflow."""
-    if place.target == "kubeflow":
+    """training.warm_start: the pipeline's latest blessed model, before this run trains one; found as the
+    baseline is (TFX's LatestBlessedModelStrategy locally, the push destination on a cluster)."""
+    if place.on_cluster:
         return LatestPushedModel(candidate=None, push_destination=place.push_to()).with_id(WARM_START_RESOLVER)
     return Resolver(strategy_class=LatestBlessedModelStrategy,
                     **{baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),

@@ -47,8 +47,8 @@ def test_outputs_parse_strictly_and_name_importable_executors(compiled):
             if "--executor_class_path" in args:
                 classes.append(args[args.index("--executor_class_path") + 1])
                 assert executor["container"]["image"].endswith(f"tfxd-{example}:0.1.0")
-        # eight components, and on Kubeflow the task that finds the baseline (a resolver on Vertex)
-        assert len(classes) == (9 if target == "kubeflow" else 8), (example, target, classes)
+        # eight components, and the task that finds the baseline in the push destination
+        assert len(classes) == 9, (example, target, classes)
         for dotted in classes:
             module, _, name = dotted.rpartition(".")
             assert getattr(importlib.import_module(module), name)

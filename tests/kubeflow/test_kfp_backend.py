@@ -64,14 +64,37 @@ def test_the_kubeflow_file_meets_the_open_source_backends_rules(compiled, exampl
         name: {"enableCache": name not in uncached} for name in tasks}
 
 
+def _tfx_default_file() -> dict:
+    """What TFX's own KubeflowV2DagRunner writes by default for an ExampleGen and TFX's latest-blessed-model
+    resolver (schema 2.0.0, a driver hook, resolver executors): what tfxd's files avoid."""
+    from tfx.components import CsvExampleGen
+    from tfx.dsl.components.common.resolver import Resolver
+    from tfx.dsl.input_resolution.strategies.latest_blessed_model_strategy import (
+        LatestBlessedModelStrategy,
+    )
+    from tfx.orchestration import pipeline
+    from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
+    from tfx.types import Channel, standard_artifacts
+
+    nodes = [CsvExampleGen(input_base="gs://my-bucket/data"),
+             Resolver(strategy_class=LatestBlessedModelStrategy, model=Channel(type=standard_artifacts.Model),
+                      model_blessing=Channel(type=standard_artifacts.ModelBlessing)).with_id("latest")]
+    runner = v2.KubeflowV2DagRunner(config=v2.KubeflowV2DagRunnerConfig(default_image="registry.example.com/x:1"),
+                                    output_dir=".", output_filename="unused.json")
+    job = runner.run(pipeline.Pipeline(pipeline_name="tfx-default", pipeline_root="gs://my-bucket/root",
+                                       components=nodes), write_out=False)
+    return job["pipelineSpec"]
+
+
 def test_the_rules_catch_what_tfx_writes_by_default(compiled):
-    """The same pipeline as TFX's compiler writes it for Vertex (schema 2.0.0, resolvers, a driver hook)
-    breaks the rules: they are not empty words."""
-    pipeline_spec = json.loads(compiled[("taxi", "vertex")].read_text())["pipelineSpec"]
-    problems = backend_problems(pipeline_spec)
+    """A pipeline as TFX's compiler writes it by default (schema 2.0.0, resolvers, a driver hook) breaks the
+    rules: they are not empty words."""
+    problems = backend_problems(_tfx_default_file())
     assert "schemaVersion '2.0.0' is not 2.1.0" in problems
     assert any("neither a container nor an importer" in p and "resolver" in p for p in problems)
-    assert "executor ExampleGen_executor has lifecycle hooks the backend does not run" in problems
+    assert "executor CsvExampleGen_executor has lifecycle hooks the backend does not run" in problems
+    vertex = json.loads(compiled[("taxi", "vertex")].read_text())["pipelineSpec"]  # tfxd's, written for Vertex
+    assert not any("neither a container nor an importer" in p for p in backend_problems(vertex))  # no resolver
     assert backend_problems({**yaml.safe_load(compiled[("taxi", "kubeflow")].read_text()),
                              "pipelineInfo": {"name": "-taxi"}}) == ["pipeline name '-taxi' is not a Kubernetes-style name"]
 

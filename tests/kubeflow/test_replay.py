@@ -1,6 +1,7 @@
 """`tfxd replay` (kubeflow.replay): a compiled file executed here task by task.
 
-- The compiled taxi example (Vertex JSON, as Vertex runs it: TFX's driver and resolvers) replays to a
+- The compiled taxi example (Vertex JSON, as Vertex runs it: TFX's driver hook, a task finding the
+  baseline in the push destination) replays to a
   trained, evaluated, blessed and pushed model that answers raw tf.Examples; the Evaluator's accuracy
   meets the bar `tfxd run` meets.
 - The Kubeflow YAML replays as the open-source backend runs it (no driver hook, no resolver: a task
@@ -37,8 +38,7 @@ from tests.pipeline.run.test_run_taxi import (
 from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
 from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
-RESOLVERS = ("latest_blessed_model_resolver-model-blessing-resolver", "latest_blessed_model_resolver-model-resolver")
-BASELINE_TASK = "latest_blessed_model_resolver"  # on Kubeflow a container task (components/baseline)
+BASELINE_TASK = "latest_blessed_model_resolver"  # on both targets a container task (components/baseline)
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
               "Pusher")
 
@@ -110,10 +110,9 @@ def test_vertex_job_replays_every_task(taxi, first):
     root = taxi["root"]
     assert summary["status"] == "ok" and summary["format"] == "vertex" and summary["pipeline"] == "taxi-tips"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-    assert statuses == {**dict.fromkeys(CONTAINERS, "ran"), **dict.fromkeys(RESOLVERS, "resolved")}
+    assert statuses == dict.fromkeys((*CONTAINERS, BASELINE_TASK), "ran")
     order = [task["name"] for task in summary["tasks"]]
-    assert order.index("Trainer") < order.index(RESOLVERS[1]) < order.index("Evaluator") < order.index("Pusher")
-    assert order.index(RESOLVERS[0]) < order.index(RESOLVERS[1])
+    assert order.index("Trainer") < order.index(BASELINE_TASK) < order.index("Evaluator") < order.index("Pusher")
     assert summary["parameters"] == {"train_args": '{"numSteps": 1000}', "eval_args": '{"numSteps": 150}'}
     run_dir = root / summary["run_id"]
     for name in CONTAINERS:

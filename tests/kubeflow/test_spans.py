@@ -4,6 +4,7 @@ replay with `--param span=DAY` reads that day, and the same day again trains not
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from pathlib import Path
@@ -74,12 +75,17 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
     assert finder["cachingOptions"] == {"enableCache": False}  # it reads the bucket, which no cache key holds
     assert finder["inputs"]["parameters"]["push_destination"]["runtimeValue"]["constant"] == (
         "gs://demo-bucket/kfp/demo/serving")
-    vertex_dag = vertex["pipelineSpec"]["root"]["dag"]["tasks"]  # TFX's compiler: the resolver as two queries
-    producer = vertex_dag["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"]["producerTask"]
-    assert producer == "warm_start_model_resolver-model-resolver"
-    executor = vertex["pipelineSpec"]["components"][vertex_dag[producer]["componentRef"]["name"]]["executorLabel"]
-    query = vertex["pipelineSpec"]["deploymentSpec"]["executors"][executor]["resolver"]["outputArtifactQueries"]
-    assert query["model"]["filter"].startswith('schema_title="tfx.Model"')
+    # Vertex asks the same question in the same place: the pipeline's own push destination, not a resolver
+    # query over the project's metadata store (which every pipeline of the same name shares)
+    vertex_dag = vertex["pipelineSpec"]["root"]["dag"]["tasks"]
+    assert not [name for name, executor in vertex["pipelineSpec"]["deploymentSpec"]["executors"].items()
+                if "resolver" in executor]
+    for name in ("warm_start_model_resolver", "latest_blessed_model_resolver"):
+        assert vertex_dag[name]["inputs"]["parameters"]["push_destination"]["runtimeValue"] == {
+            "constantValue": {"stringValue": "gs://demo-bucket/pipelines/demo/serving"}}  # schema 2.0.0
+        assert vertex_dag[name]["cachingOptions"] == {"enableCache": False}
+    assert vertex_dag["Trainer"]["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "model", "producerTask": "warm_start_model_resolver"}
     drift = json.loads(validator["parameters"]["drift"]["runtimeValue"]["constant"])
     assert drift == {"action": "fail", "features": {}, "threshold": 0.9,
                      "store": "gs://demo-bucket/kfp/demo/pipeline/tfxd_span_statistics"}
@@ -186,11 +192,12 @@ def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans
     compiled = json.loads(Path(files["vertex"]).read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
     assert {name: task.get("cachingOptions") for name, task in tasks.items()} == {
         name: task.get("cachingOptions") for name, task in compiled.items()}  # what compile wrote, untouched
-    assert tasks["ExampleGen"]["cachingOptions"] == {"enableCache": False}
-    containers = [name for name in tasks if name != "ExampleGen" and "resolver" not in name]
-    assert len(containers) == 7 and all(tasks[name]["cachingOptions"] == {"enableCache": True} for name in containers)
-    # the resolvers' queries are never cached: enable_caching=True would have cached them too
-    assert all("cachingOptions" not in tasks[name] for name in tasks if "resolver" in name)
+    # ExampleGen reads the data, the finders the push destination: no cache key holds either, and
+    # enable_caching=True would have cached them; every other task is cached
+    uncached = {"ExampleGen", "warm_start_model_resolver", "latest_blessed_model_resolver"}
+    assert {name: task["cachingOptions"] for name, task in tasks.items()} == {
+        name: {"enableCache": name not in uncached} for name in tasks}
+    assert len(tasks) == 10
 
 
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
@@ -227,6 +234,29 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
     assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
 
+    # the schedule time: a scheduled run reads its day (here the day just trained on: nothing new)...
+    scheduled = tfxd("replay", str(compiled), "--schedule-time", "2026-11-22T03:00:00Z", cwd=tmp_path)
+    assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
+    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    assert summary["status"] == "skipped" and summary["examples"] == {
+        "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
+    # ... a run started by hand, whose schedule time the engine leaves unfilled, is refused, never guessed
+    by_hand = tfxd("replay", str(compiled), cwd=tmp_path)
+    assert by_hand.returncode == 1
+    refusal = " ".join(by_hand.stderr.split())
+    assert "ExampleGen failed: " in refusal and "the placeholder was left unfilled" in refusal
+    assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
+        refusal)
+    # ... unless the spec asks for the day the run was created
+    created = tmp_path / "created.yaml.kfp"
+    result = tfxd("compile", "demo.yaml", "--target", "kubeflow", "-o", str(created), "--set",
+                  "targets.kubeflow.root=gs://demo-bucket/kfp", "--set", "data.spans.unscheduled=creation_time",
+                  cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    fallback = tfxd("replay", str(created), cwd=tmp_path)
+    yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
+    assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
+
     # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
     vertex = tmp_path / "demo.json"
     result = tfxd("compile", "demo.yaml", "--target", "vertex", "-o", str(vertex), "--set",
@@ -237,9 +267,23 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
     assert summary["format"] == "vertex" and summary["status"] == "skipped"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-    assert statuses.pop("ExampleGen") == "ran"
-    assert {status for name, status in statuses.items() if "resolver-" in name} == {"resolved"}  # no hook: they run
-    assert {status for name, status in statuses.items() if "resolver-" not in name} == {"skipped"}
+    assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
+
+    # another pipeline replayed under the same root (one artifact index, as one Vertex metadata store) finds
+    # none of demo's models: not as its warm start, not as its baseline
+    other = tmp_path / "other.json"
+    result = tfxd("compile", "demo.yaml", "--target", "vertex", "-o", str(other), "--set", "name=other", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    root = tmp_path / "tfxd-runs" / "demo" / "replay"
+    index = json.loads((root / "artifacts.json").read_text())["artifacts"]
+    assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
+               and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
+    replayed = tfxd("replay", str(other), "--root", str(root), "--param", "span=2026-11-21", cwd=tmp_path)
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    summary = json.loads(sorted(root.glob("2*/summary.json"))[-1].read_text())
+    assert summary["pipeline"] == "other" and summary["status"] == "ok"
+    assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
+    assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
 
     later = tfxd("replay", str(compiled), "--param", "span=2026-11-22", cwd=tmp_path)
     assert later.returncode == 0, later.stdout + later.stderr

@@ -64,9 +64,9 @@ def test_vertex_submit_sends_the_compiled_job_with_labels(fake_vertex, make_spec
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://demo-bucket/pipelines/demo/pipeline"
     compiled = json.loads(path.read_text())
     tasks = body["pipelineSpec"]["root"]["dag"]["tasks"]
-    # as compiled (no spans): every container task cached, the resolvers' queries never (they have none)
-    assert {name: task.get("cachingOptions") for name, task in tasks.items()} == {
-        name: None if "resolver" in name else {"enableCache": True} for name in tasks}
+    # as compiled (no spans): every task cached but the one finding the baseline, which reads the bucket
+    assert {name: task["cachingOptions"] for name, task in tasks.items()} == {
+        name: {"enableCache": name != "latest_blessed_model_resolver"} for name in tasks}
     assert body["pipelineSpec"] == compiled["pipelineSpec"]  # caching options included: the SDK left them
     job_id = request.query["pipelineJobId"]
     assert job_id.startswith("demo-")
@@ -215,13 +215,13 @@ def test_kubeflow_failed_run_raises_with_its_message(fake_kfp, make_spec, make_c
 
 
 def test_kfp_refuses_a_pipeline_spec_the_backend_would_not_run(fake_kfp, make_spec, make_compiled, tmp_path):
-    """tfxd's Vertex file (schema 2.0.0, resolvers, a driver hook) sent as a KFP package."""
+    """tfxd's Vertex file (schema 2.0.0, a driver hook) sent as a KFP package."""
     vertex = json.loads(make_compiled("vertex").read_text())["pipelineSpec"]
     package = tmp_path / "not-for-kfp.yaml"
     package.write_text(yaml.safe_dump(vertex))
     with pytest.raises(Exception, match="invalid v2 pipeline spec: schemaVersion '2.0.0' is not 2.1.0") as caught:
         submit_kubeflow(make_spec(), str(package), host=fake_kfp.url)
-    assert "neither a container nor an importer" in str(caught.value)
+    assert "executor ExampleGen_executor has lifecycle hooks the backend does not run" in str(caught.value)
     assert fake_kfp.runs == {}
 
 

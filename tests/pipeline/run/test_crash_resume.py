@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import BASE_SPEC, write_spec
 from tests.pipeline.run.test_run_taxi import COMPONENTS, tfxd
+from tfxd import stops
 
 TFXD = os.path.join(os.path.dirname(sys.executable), "tfxd")
 # 3000 steps of 32 over ~140 training rows: 10 epochs of about a second, time enough to stop the Trainer
@@ -313,9 +314,11 @@ def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_reru
     while not list(backup.glob("*/chief/checkpoint")):  # an epoch backed up: there is something to resume
         assert time.monotonic() < deadline and first.process.poll() is None, _processes_of(first.process.pid)
         time.sleep(0.5)
+    stopped = time.monotonic()
     os.kill(first.process.pid, signal.SIGTERM)
     code, out, err = first.finish()
     assert code == 143, out + err
+    assert time.monotonic() - stopped < stops.STOP_SECONDS  # the whole run, its workers included
     assert "interrupted by SIGTERM during Trainer" in err
     assert first.group_gone(timeout=30), _processes_of(first.process.pid)
     assert _executions(crash_project)["Trainer"] == ["CANCELED"]

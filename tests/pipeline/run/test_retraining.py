@@ -166,7 +166,10 @@ def test_a_window_reads_the_newest_days_together_and_a_given_day_reads_that_day(
     assert f"span 2026-11-24 ({daily}/data/2026-11-24) has no data file" in empty.stderr
 
 
-def test_the_drift_gate_stops_a_shifted_day_with_the_numbers_and_passes_under_a_higher_threshold(tmp_path):
+def test_the_drift_gate_turned_on_later_stops_a_shifted_day_and_a_window_compares_its_newest_span(tmp_path):
+    """The gate compares the newest span read with the newest span present before it, whether or not
+    earlier runs had the gate on: that span's statistics are computed from its files and kept. With a window
+    of three, the newest span is compared with the one before it, not the window with another."""
     import csv
 
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
@@ -179,18 +182,21 @@ def test_the_drift_gate_stops_a_shifted_day_with_the_numbers_and_passes_under_a_
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    write_spec(tmp_path, SPEC)
+    for day in ("2026-11-20", "2026-11-21"):  # daily runs without the gate
+        earlier = tfxd("run", "spec.yaml", "--to", "StatisticsGen", "--set", f"data.spans.span={day}", cwd=tmp_path)
+        assert earlier.returncode == 0, earlier.stdout + earlier.stderr
+    store = tmp_path / "tfxd-runs" / "daily-tips" / "pipeline" / "tfxd_span_statistics"
+    assert not store.exists()
+
     write_spec(tmp_path, SPEC + "validation:\n  drift: {threshold: 0.9, features: {fare: 0.2}}\n")
-
-    first = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "data.spans.span=2026-11-21", cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    assert _last(tmp_path)["drift"] == {"span": "2026-11-21", "previous_span": None, "columns": {}, "beyond": {}}
-
-    stopped = tfxd("run", "spec.yaml", cwd=tmp_path)
+    stopped = tfxd("run", "spec.yaml", cwd=tmp_path)  # the gate on: the newest day, 2026-11-22
     assert stopped.returncode == 1
     message = stopped.stderr.replace("\n", " ")
     assert "ExampleValidator failed: the data drifted between span 2026-11-21 and span 2026-11-22: fare: " \
            "Jensen-Shannon distance " in message and "> threshold 0.2" in message
     assert statuses(_last(tmp_path))["Transform"] == "not run"  # stopped before training
+    assert (store / "2026-11-21" / "FeatureStats.pb").is_file()  # computed from its files, and kept
 
     passed = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "validation.drift.features.fare=0.99",
                   cwd=tmp_path)
@@ -201,6 +207,15 @@ def test_the_drift_gate_stops_a_shifted_day_with_the_numbers_and_passes_under_a_
     assert fare["measure"] == "Jensen-Shannon" and 0.2 < fare["distance"] < 0.99 and fare["threshold"] == 0.99
     assert drift["columns"]["company"]["measure"] == "L-infinity"
     assert "drift from span 2026-11-21 to 2026-11-22" in passed.stdout
+
+    # a window of the three days, in a fresh root (no statistics kept): 2026-11-22 against 2026-11-21 alone
+    window = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "data.spans={window: 3}", "--set",
+                  "root=window-root", cwd=tmp_path)
+    assert window.returncode == 1
+    message = window.stderr.replace("\n", " ")
+    assert "the data drifted between span 2026-11-21 and span 2026-11-22: fare: Jensen-Shannon distance " in message
+    kept = tmp_path / "window-root" / "pipeline" / "tfxd_span_statistics"
+    assert sorted(path.name for path in kept.iterdir()) == ["2026-11-21", "2026-11-22"]
 
 
 def test_the_skew_gate_stops_an_eval_split_unlike_the_train_split_and_warns_when_asked(tmp_path):
