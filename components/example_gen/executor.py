@@ -202,18 +202,12 @@ class Executor(BaseExampleGenExecutor):
         fileio.makedirs(report_dir)
         exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
-        if example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
-            exec_properties = _as_the_driver_would(exec_properties, examples)
         if json.loads(exec_properties[READER_CONFIG_KEY]).get("spans"):
-            exec_properties = span_decision.decide(exec_properties)  # unless tfxd's driver decided already
-            span_decision.stamp(examples, exec_properties)
-            exec_properties = {**exec_properties, DRIFT_DIR_KEY: os.path.join(examples.uri, keys.DRIFT_EXAMPLES_DIR)}
-            nothing_new = span_decision.refuse_or_skip(exec_properties)
-            if nothing_new:  # data.on_no_new_data: skip: the pipeline's condition skips what follows
-                logging.info("tfxd ExampleGen: %s; nothing is read, and the components after it are skipped",
-                             nothing_new)
-                examples.split_names = artifact_utils.encode_split_names([])
+            exec_properties = _with_spans(exec_properties, examples)
+            if exec_properties is None:
                 return
+        elif example_gen_utils.SPAN_PROPERTY_NAME not in exec_properties:
+            exec_properties = _as_the_driver_would(exec_properties, examples)
         if _columnar(exec_properties):
             self._columnar_do(output_dict, exec_properties)
         else:
@@ -294,6 +288,20 @@ def _write_drift_examples(pipeline: beam.Pipeline, exec_properties: dict[str, An
         (pipeline | f"DriftSpan[{label}]" >> _TrainExamplesOfSpan(config, files, output_config)
          | f"WriteDriftSpan[{label}]" >> beam.io.WriteToTFRecord(
              os.path.join(exec_properties[DRIFT_DIR_KEY], label, "examples"), file_name_suffix=".gz"))
+
+
+def _with_spans(exec_properties: dict[str, Any], examples) -> dict[str, Any] | None:
+    """The span decision (span_decision.py; tfxd's driver made it already on the local runners), stamped on
+    the examples; None when there is no new data to read (data.on_no_new_data: skip), after which the
+    pipeline's condition skips what follows."""
+    exec_properties = span_decision.decide(exec_properties)
+    span_decision.stamp(examples, exec_properties)
+    nothing_new = span_decision.refuse_or_skip(exec_properties)
+    if nothing_new:
+        logging.info("tfxd ExampleGen: %s; nothing is read, and the components after it are skipped", nothing_new)
+        examples.split_names = artifact_utils.encode_split_names([])
+        return None
+    return {**exec_properties, DRIFT_DIR_KEY: os.path.join(examples.uri, keys.DRIFT_EXAMPLES_DIR)}
 
 
 def _columnar(exec_properties: dict[str, Any]) -> bool:

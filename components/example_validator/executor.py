@@ -157,7 +157,7 @@ class Executor(tfx_validator.Executor):
         _judge(output_dict, "drift", record, config, DriftFound,
                f"the data drifted between span {previous} and span {newest}: {_moved(record['beyond'])}",
                "Check the new span's data; if the change is real")
-        if current_path is not None:
+        if len(spans) == 1 and current_path is not None:  # StatisticsGen's; a window's newest is kept already
             drift.keep(config["store"], newest, current_path)
 
     def _gate_anomalies(self, output_dict, exec_properties) -> None:

@@ -200,6 +200,19 @@ def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans
     assert len(tasks) == 10
 
 
+def _compile(folder: Path, target: str, output: Path, *sets: str) -> Path:
+    """`tfxd compile demo.yaml` in ``folder`` for ``target`` with ``--set``s; the file written."""
+    result = tfxd("compile", "demo.yaml", "--target", target, "-o", str(output),
+                  *[part for item in sets for part in ("--set", item)], cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return output
+
+
+def _latest_replay(root: Path) -> dict:
+    """The summary of the newest replay under ``root``."""
+    return json.loads(sorted(root.glob("2*/summary.json"))[-1].read_text())
+
+
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
         add_day(tmp_path, day, index)
@@ -210,21 +223,18 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
                      "label: {name: big_tipper, expr: \"tips > fare * 0.2\", task: binary}\n"
                      "evaluation:\n  thresholds: {binary_accuracy: {min: 0.3}}\nbeam: {workers: 1}\n"))
     (tmp_path / "demo.yaml").write_text(text)
-    compiled = tmp_path / "demo.yaml.kfp"
-    result = tfxd("compile", "demo.yaml", "--target", "kubeflow", "-o", str(compiled), "--set",
-                  "targets.kubeflow.root=gs://demo-bucket/kfp", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    replays = tmp_path / "tfxd-runs" / "demo" / "replay"
+    compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
     first = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
-    [summary_file] = (tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json")
+    [summary_file] = replays.glob("2*/summary.json")
     summary = json.loads(summary_file.read_text())
     assert summary["examples"] == {"spans": ["2026-11-21"]} and summary["pushed"]
     assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
     assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
     again = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    latest = sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1]
-    summary = json.loads(latest.read_text())
+    summary = _latest_replay(replays)
     assert summary["status"] == "skipped" and summary["reason"].startswith(
         "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
     tasks = {task["name"]: task for task in summary["tasks"]}
@@ -237,7 +247,7 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     # the schedule time: a scheduled run reads its day (here the day just trained on: nothing new)...
     scheduled = tfxd("replay", str(compiled), "--schedule-time", "2026-11-22T03:00:00Z", cwd=tmp_path)
     assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
-    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    summary = _latest_replay(replays)
     assert summary["status"] == "skipped" and summary["examples"] == {
         "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
     # ... a run started by hand, whose schedule time the engine leaves unfilled, is refused, never guessed
@@ -248,46 +258,37 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
         refusal)
     # ... unless the spec asks for the day the run was created
-    created = tmp_path / "created.yaml.kfp"
-    result = tfxd("compile", "demo.yaml", "--target", "kubeflow", "-o", str(created), "--set",
-                  "targets.kubeflow.root=gs://demo-bucket/kfp", "--set", "data.spans.unscheduled=creation_time",
-                  cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    created = _compile(tmp_path, "kubeflow", tmp_path / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                       "data.spans.unscheduled=creation_time")
     fallback = tfxd("replay", str(created), cwd=tmp_path)
     yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
     assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
 
     # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
-    vertex = tmp_path / "demo.json"
-    result = tfxd("compile", "demo.yaml", "--target", "vertex", "-o", str(vertex), "--set",
-                  "push.to=gs://demo-bucket/kfp/demo/serving", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
+    vertex = _compile(tmp_path, "vertex", tmp_path / "demo.json", "push.to=gs://demo-bucket/kfp/demo/serving")
     on_vertex = tfxd("replay", str(vertex), "--param", "span=2026-11-21", cwd=tmp_path)
     assert on_vertex.returncode == 0, on_vertex.stdout + on_vertex.stderr
-    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    summary = _latest_replay(replays)
     assert summary["format"] == "vertex" and summary["status"] == "skipped"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
     assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
 
     # another pipeline replayed under the same root (one artifact index, as one Vertex metadata store) finds
     # none of demo's models: not as its warm start, not as its baseline
-    other = tmp_path / "other.json"
-    result = tfxd("compile", "demo.yaml", "--target", "vertex", "-o", str(other), "--set", "name=other", cwd=tmp_path)
-    assert result.returncode == 0, result.stdout + result.stderr
-    root = tmp_path / "tfxd-runs" / "demo" / "replay"
-    index = json.loads((root / "artifacts.json").read_text())["artifacts"]
+    other = _compile(tmp_path, "vertex", tmp_path / "other.json", "name=other")
+    index = json.loads((replays / "artifacts.json").read_text())["artifacts"]
     assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
                and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
-    replayed = tfxd("replay", str(other), "--root", str(root), "--param", "span=2026-11-21", cwd=tmp_path)
+    replayed = tfxd("replay", str(other), "--root", str(replays), "--param", "span=2026-11-21", cwd=tmp_path)
     assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    summary = json.loads(sorted(root.glob("2*/summary.json"))[-1].read_text())
+    summary = _latest_replay(replays)
     assert summary["pipeline"] == "other" and summary["status"] == "ok"
     assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
     assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
 
     later = tfxd("replay", str(compiled), "--param", "span=2026-11-22", cwd=tmp_path)
     assert later.returncode == 0, later.stdout + later.stderr
-    summary = json.loads(sorted((tmp_path / "tfxd-runs" / "demo" / "replay").glob("2*/summary.json"))[-1].read_text())
+    summary = _latest_replay(replays)
     warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
     assert warm["started"] is True, warm
     assert warm["from"] == summary["artifacts"]["warm_start_model_resolver.model"] + "/Format-Serving"
