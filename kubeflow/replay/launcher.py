@@ -36,6 +36,7 @@ from tfxd.kubeflow.replay.ir import (
 )
 from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
 from tfxd.pipeline.assembly import beam_args
+from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
 
 NAME_PREFIX = "tfxd-replay"
@@ -80,6 +81,7 @@ class Replay:
     beam_in_memory: bool
     created: str = ""  # RFC 3339, UTC
     schedule_time: str | None = None
+    engine: RunningEngine | None = None  # Flink or Spark started here for Beam as compiled
 
     def job_placeholder(self, constant: Any) -> Any:
         """A task input's constant as the engine hands it on: the job's creation time and, in a scheduled
@@ -269,6 +271,8 @@ class Launcher:
         tfx = any(entry in part for part in command for entry in _TFX_ENTRYPOINTS)
         if tfx and self.replay.beam_in_memory:
             args = beam_args.in_memory(args)
+        elif tfx and self.replay.engine is not None:
+            args = beam_args.on_engine_here(args, self.replay.engine.job_endpoint, self.replay.engine.worker_pool)
         if tfx and "--executor_class_path" in args:
             at = args.index("--executor_class_path") + 1
             if at < len(args) and args[at] in _LOCAL_EXECUTORS:

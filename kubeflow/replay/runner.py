@@ -15,7 +15,9 @@ reaches a cluster.
 - Beam: by default the compiled Beam flags are replaced by the direct runner in memory with one worker
   (``beam_in_memory``): the data is local and small, one process needs no worker start-up per task,
   and it is what `tfxd run --set beam.workers=1` does. ``beam_in_memory=False`` keeps the compiled
-  flags (a direct runner with a process per CPU, as in the container).
+  flags (a direct runner with a process per CPU, as in the container); where they submit to a Flink or
+  Spark job server in the cluster, an embedded one started here (pipeline/run/beam_engine.py) stands
+  for it, with its own SDK worker pool for the pools beside the cluster's TaskManagers.
 - A task's `triggerPolicy.condition` is evaluated as the open-source backend's driver evaluates it
   (conditions.py): false skips the task, and the tasks that consume its outputs are omitted, as Argo
   omits them; the replay still succeeds. With spans and nothing new, that is every task after ExampleGen.
@@ -24,6 +26,7 @@ reaches a cluster.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import os
@@ -34,10 +37,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tfxd import keys, stops
+from tfxd.beam_engines import ENGINES, Engine
+from tfxd.beam_engines import problems as engine_problems
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError
 from tfxd.kubeflow.replay.ir import (
+    Compiled,
     ReplayError,
     coerce,
     declared_type,
@@ -50,6 +56,7 @@ from tfxd.kubeflow.replay.ir import (
 )
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
+from tfxd.pipeline.run import beam_engine
 from tfxd.pipeline.run.outcome import new_run_id
 from tfxd.pipeline.run.records import read_training_report
 
@@ -303,7 +310,8 @@ class _Tasks:
             "run_dir": self.replay.run_dir,
             "logs": self.replay.log_dir,
             "parameters": self.replay.parameters,
-            "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else "as compiled",
+            "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else
+            f"as compiled, on {self.replay.engine.engine.title} here" if self.replay.engine else "as compiled",
             "tasks": self.rows,
             "status": "interrupted" if self.interrupted else "failed" if any(row["status"] == "failed" for row in self.rows)
             else "not run" if any(row["status"] == "not run" for row in self.rows)
@@ -393,9 +401,28 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
     if os.path.exists(os.path.join(root, run_id)):
         raise ReplayError(f"run {run_id} already exists under {root}")
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
-    tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time),
-                   on_task)
-    try:
-        return tasks.run()
-    finally:
-        tasks.launcher.close()
+    engine = None if beam_in_memory else _compiled_engine(compiled)
+    with contextlib.ExitStack() as stack:
+        running = stack.enter_context(beam_engine.running(*engine, os.path.join(root, run_id, "logs"))) \
+            if engine else None
+        tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time,
+                              running), on_task)
+        try:
+            return tasks.run()
+        finally:
+            tasks.launcher.close()
+
+
+def _compiled_engine(compiled: Compiled) -> tuple[Engine, None, int] | None:
+    """Flink or Spark, where the file's Beam steps submit to one: an embedded one here stands for the
+    cluster's, with the compiled parallelism (else one per CPU), or the reason it cannot start."""
+    for executor in compiled.spec.get("deploymentSpec", {}).get("executors", {}).values():
+        found = beam_args.compiled_engine(executor.get("container", {}).get("args", []))
+        if found:
+            engine = ENGINES[found[0]]
+            problems = engine_problems(engine)
+            if problems:
+                raise ReplayError(f"the file's Beam steps run on {engine.title}, and it cannot start here: "
+                                  + "; ".join(f"{what} ({fix})" for what, fix in problems))
+            return engine, None, found[1] or os.cpu_count() or 1
+    return None

@@ -6,6 +6,7 @@ import os
 import posixpath
 import re
 
+from tfxd.beam_engines import CLUSTER_WORKER_POOL_PORT, ENGINES, JOB_ENDPOINT_ENV, WORKER_POOL_ENV
 from tfxd.pipeline.spec.document import Spec
 
 # TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -28,9 +29,12 @@ def _no_prism() -> str:
 IN_MEMORY_BELOW_BYTES = 64 * 2**20
 
 
-def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = None) -> list[str]:
+def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = None) -> list:
     """Arguments for the spec's runner; ``image`` is the pipeline image (for remote workers),
-    ``input_bytes`` the local input's size (for `workers: 0`, auto)."""
+    ``input_bytes`` the local input's size (for `workers: 0`, auto). Strings, but for an engine tfxd starts
+    for a local run: there the job server's and the SDK worker pool's addresses are TFX placeholders of
+    the environment the run sets (tfxd.beam_engines), so that the cache key, which holds the arguments,
+    stays the same from run to run while the ports change."""
     beam = spec.beam
     if beam.runner == "direct":
         if image and not beam.workers:  # in the pipeline's container: Beam counts its CPUs there (0)
@@ -43,21 +47,65 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
     elif beam.runner == "dataflow":
         vertex = spec.targets.vertex
         assert vertex is not None  # the spec refuses dataflow without targets.vertex
-        args = ["--runner=DataflowRunner", f"--project={vertex.project}", f"--region={vertex.region}",
-                f"--temp_location={posixpath.join(vertex.root, 'beam-tmp')}",
-                f"--sdk_container_image={image or vertex.image}", "--experiments=use_runner_v2"]
+        args = dataflow_args(spec, image or vertex.image)
     else:
-        environment = (["--environment_type=DOCKER", f"--environment_config={image}"] if image
-                       else ["--environment_type=LOOPBACK"])
-        if beam.runner == "flink":
-            args = ["--runner=FlinkRunner", f"--flink_master={beam.master}", "--flink_submit_uber_jar",
-                    *environment]
-        else:
-            args = ["--runner=SparkRunner", f"--spark_master_url={beam.master}", "--spark_submit_uber_jar",
-                    *environment]
-        if not image:
-            args.append(_NO_STAGING)
+        args = engine_args(spec, image)
     return [*args, *beam.args]
+
+
+# How long the job server keeps an SDK environment (worker processes) after a stage let go of it. Beam's
+# default, 0, stops them at once: Spark then starts a Python worker, TensorFlow imported, for every task
+# of every stage (159 on the taxi example, Transform 269 s; kept a minute: 3, and 26 s).
+ENVIRONMENT_CACHE_MS = 60_000
+
+
+def engine_args(spec: Spec, image: str | None) -> list:
+    """Flink or Spark through Beam's portable job server, SDK workers in separate processes (EXTERNAL):
+    tfxd's own worker pool for an engine it starts here; else the pool beside each TaskManager or Spark
+    worker, which Beam's Kubernetes recipes run on localhost:50000 (README, "Beam on Flink and Spark")."""
+    from tfx.dsl.placeholder import (
+        placeholder as ph,  # start-up: TFX loads only when a pipeline is built
+    )
+
+    beam = spec.beam
+    engine = ENGINES[beam.runner]
+    embedded = image is None and beam.master is None and beam.job_endpoint is None
+    if beam.job_endpoint is not None:
+        endpoint = f"--job_endpoint={beam.job_endpoint}"
+    else:
+        endpoint = "--job_endpoint=" + ph.environment_variable(JOB_ENDPOINT_ENV)
+    pool = "--environment_config=" + ph.environment_variable(WORKER_POOL_ENV) if embedded else \
+        f"--environment_config=localhost:{CLUSTER_WORKER_POOL_PORT}"
+    args = [f"--runner={engine.runner}", endpoint, "--environment_type=EXTERNAL", pool,
+            f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}"]
+    workers = engine_workers(spec) if embedded else beam.workers
+    if engine.name == "flink" and workers:
+        args.append(f"--parallelism={workers}")
+    if embedded:  # Beam starts one SDK worker per node by default, and an embedded engine is one node
+        args.append(f"--sdk_worker_parallelism={workers}")
+    # TFX stages an sdist of itself unless told where the workers' code is: in the image, or here
+    args.append(f"--sdk_container_image={image}" if image else _NO_STAGING)
+    return args
+
+
+def engine_workers(spec: Spec) -> int:
+    """An engine tfxd starts here: its parallelism and SDK worker processes (`workers: 0`, one per CPU)."""
+    return spec.beam.workers or os.cpu_count() or 1
+
+
+def dataflow_args(spec: Spec, image: str) -> list[str]:
+    """Dataflow from a Vertex run: the project and region of the Vertex target, its bucket for Beam's
+    temporary and staged files, the pipeline image as the SDK container, the Vertex service account as the
+    workers' (Beam's DataflowRunner validates these: tests/kubeflow/test_dataflow_flags.py)."""
+    vertex = spec.targets.vertex
+    assert vertex is not None
+    args = ["--runner=DataflowRunner", f"--project={vertex.project}", f"--region={vertex.region}",
+            f"--temp_location={posixpath.join(vertex.root, 'beam-tmp')}",
+            f"--staging_location={posixpath.join(vertex.root, 'beam-staging')}",
+            f"--sdk_container_image={image}", "--experiments=use_runner_v2"]
+    if vertex.service_account:
+        args.append(f"--service_account_email={vertex.service_account}")
+    return args
 
 
 def direct_args(mode: str, workers: int) -> list[str]:
@@ -69,8 +117,9 @@ def direct_args(mode: str, workers: int) -> list[str]:
 # The flags above that pick the runner and size its workers (every runner's), as opposed to what the
 # pipeline does: `tfxd replay` swaps them for the in-memory direct runner.
 RUNNER_FLAGS = frozenset({"runner", "direct_running_mode", "direct_num_workers", "environment_type",
-                          "environment_config", "flink_master", "flink_submit_uber_jar", "spark_master_url",
-                          "spark_submit_uber_jar", "sdk_container_image", "update_compatibility_version"})
+                          "environment_config", "job_endpoint", "parallelism", "sdk_worker_parallelism",
+                          "environment_cache_millis", "sdk_container_image",
+                          "update_compatibility_version"})
 
 
 def in_memory(args: list[str]) -> list[str]:
@@ -80,13 +129,37 @@ def in_memory(args: list[str]) -> list[str]:
     return kept + direct_args("in_memory", 1)
 
 
-def lighten_in_memory_runner(args: list[str]) -> None:
+def compiled_engine(args: list[str]) -> tuple[str, int] | None:
+    """The engine compiled Beam ``args`` submit to (flink or spark, from the runner) and their parallelism
+    (0: not given), None for another runner."""
+    runner = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--runner=")), None)
+    name = next((engine.name for engine in ENGINES.values() if engine.runner == runner), None)
+    if name is None:
+        return None
+    parallelism = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--parallelism=")), "0")
+    return name, int(parallelism) if parallelism.isdigit() else 0
+
+
+def on_engine_here(args: list[str], job_endpoint: str, worker_pool: str | None) -> list[str]:
+    """Compiled ``args`` pointed at an engine running here: its job server in place of the cluster's, its
+    SDK worker pool in place of the pools beside the cluster's TaskManagers; the rest as compiled."""
+    swapped = {"job_endpoint": job_endpoint, "environment_config": worker_pool}
+    out = []
+    for arg in args:
+        match = re.fullmatch(r"--(job_endpoint|environment_config)=.*", arg)
+        value = swapped[match.group(1)] if match else None
+        out.append(f"--{match.group(1)}={value}" if match and value else arg)
+    return out
+
+
+def lighten_in_memory_runner(args: list) -> None:
     """Beam's in-process runner weighs every value it caches (side inputs, iterables) by walking its
     object graph (objsize): about a tenth of Transform's time on the taxi example (py-spy). In one
     process the state is in memory already, so the cache saves nothing and is turned off (Beam 2.74's
     module setting, read when the runner starts its worker; Beam's own tests run without it). Worker
     processes (multi_processing) keep theirs."""
-    if "--direct_running_mode=in_memory" in args:
+    if any(isinstance(arg, str) and arg == "--direct_running_mode=in_memory" for arg in args):  # str ==: a
+        # TFX placeholder's == is a predicate, not a comparison
         from apache_beam.runners.portability.fn_api_runner import worker_handlers
 
         worker_handlers.STATE_CACHE_SIZE_MB = 0

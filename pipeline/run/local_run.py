@@ -20,7 +20,7 @@ from tfxd.components.trainer.local_cluster import LOG_DIR_ENV
 from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
-from tfxd.pipeline.run import lock, metadata, records, unfinished
+from tfxd.pipeline.run import beam_engine, lock, metadata, records, unfinished
 from tfxd.pipeline.run.outcome import (
     RunFailed,
     RunInterrupted,
@@ -152,15 +152,16 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
 
     started = time.time()
     failure: BaseException | None = None
-    tfx = None
+    tfx = engine = None
     try:
-        tfx = tfx_pipeline(loaded, to=to, metadata=metadata.connection_config(root))
-        tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
-        stopped = unfinished.settle(root)
-        if stopped:
-            console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing it; "
-                         "its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-        _runner(loaded.spec.targets.local.orchestrator).run(tfx)
+        with beam_engine.started(loaded.spec, os.path.dirname(paths.log)) as engine:
+            tfx = tfx_pipeline(loaded, to=to, metadata=metadata.connection_config(root))
+            tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
+            stopped = unfinished.settle(root)
+            if stopped:
+                console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
+                             "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
+            _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
     # a signal asked to stop (Beam, the `beam` orchestrator, wraps the KeyboardInterrupt in an error of its own)
@@ -175,7 +176,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     if tfx is None:
         if interrupted:
             raise RunInterrupted(None, False, paths.log, signum)
-        raise RunFailed("tfxd", _reason(failure, root), paths.log)
+        failed = f"the {loaded.spec.beam.runner} engine" if isinstance(failure, beam_engine.EngineFailed) else "tfxd"
+        raise RunFailed(failed, _reason(failure, root), paths.log)
     summary = _summary(loaded, paths, tfx, started)
     skipped = None if interrupted or failure is not None else summary.pop("no_new_data")
     summary.pop("no_new_data", None)
@@ -202,7 +204,10 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
-        raise RunFailed(component, _reason(failure, root), paths.log) from None
+        reason = (engine and beam_engine.engine_reason(str(failure))) or _reason(failure, root)
+        if engine is not None:  # the engine's own account: a job that failed there, an SDK worker's traceback
+            reason = f"{reason}\n    {engine.where_logs_are()}"
+        raise RunFailed(component, reason, paths.log) from None
     return summary
 
 

@@ -55,23 +55,32 @@ class Push(Section):
 
 class Beam(Section):
     runner: Literal["direct", "dataflow", "flink", "spark"] = "direct"
-    workers: int = Field(0, ge=0, description="direct runner: processes; 0 = auto: one in-memory process for "
-                         "local input under 64 MB, else one per CPU")
-    master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, "
-                               "e.g. localhost:8081 (flink) or spark://host:7077 (spark)")
+    workers: int = Field(0, ge=0, description="direct: processes, 0 = auto (one in-memory process for local "
+                         "input under 64 MB, else one per CPU); flink and spark: the parallelism and the number of "
+                         "Python SDK worker processes, 0 = one per CPU here, the cluster's default on a cluster")
+    master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, e.g. "
+                               "flink-jobmanager:8081 (flink) or spark://host:7077 (spark); none: an embedded "
+                               "engine on this machine")
+    job_endpoint: str | None = Field(None, pattern=r"^[^\s:/]+:\d+$", description="flink and spark: a Beam job "
+                                     "server already running (host:port), e.g. beside Flink in Kubernetes; tfxd "
+                                     "then starts none. Needed on Kubeflow")
     args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")
 
     @model_validator(mode="after")
     def _check(self) -> Beam:
         problems = Problems()
-        if self.runner in ("flink", "spark") and self.master is None:
-            problems.add(("master",), f"runner {self.runner} needs `master`",
-                         "add master: localhost:8081 (flink) or spark://host:7077 (spark)")
-        if self.runner in ("direct", "dataflow") and self.master is not None:
-            problems.add(("master",), f"`master` does not apply to runner {self.runner}", "remove it")
-        if self.runner != "direct" and self._explicit("workers"):
-            problems.add(("workers",), "`workers` only applies to the direct runner",
-                         "size the cluster on its own side, or pass flags in beam.args")
+        engine = self.runner in ("flink", "spark")
+        for key in ("master", "job_endpoint"):
+            if not engine and getattr(self, key) is not None:
+                problems.add((key,), f"`{key}` does not apply to runner {self.runner}", "remove it")
+        if self.master is not None and self.job_endpoint is not None:
+            problems.add(("master",), "a running job server (`job_endpoint`) already knows its cluster's master",
+                         "keep one: `master` (tfxd starts a job server here for that cluster) or `job_endpoint`")
+        if self.runner == "spark" and self.master is not None and not self.master.startswith("spark://"):
+            problems.add(("master",), f"spark's master {self.master!r} is not a standalone master URL",
+                         "write spark://host:7077, or leave `master` out for an embedded Spark here")
+        if self.runner == "dataflow" and self._explicit("workers"):
+            problems.add(("workers",), "`workers` does not size Dataflow", "pass --max_num_workers=N in beam.args")
         problems.raise_if_any()
         return self
 

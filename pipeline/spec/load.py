@@ -12,6 +12,8 @@ import re
 
 from pydantic import ValidationError
 
+from tfxd.beam_engines import ENGINES
+from tfxd.beam_engines import problems as engine_problems
 from tfxd.files import is_uri
 from tfxd.pipeline.spec import cron, data_files, overrides, yaml_source
 from tfxd.pipeline.spec.document import Spec
@@ -43,9 +45,18 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
         _check_target(loaded, target, problems)
     if check_files:
         _check_files(loaded, problems)
+        if target in (None, "local"):
+            _check_engine(spec.beam, problems)
     if problems.items:
         raise SpecError([doc.locate(p, of_key=not p.path or p.path[-1] == "targets") for p in problems.items])
     return loaded
+
+
+def _check_engine(beam, problems: Problems) -> None:
+    """Flink and Spark run here through Beam's job server on Java, unless a job server already runs."""
+    if beam.runner in ENGINES and beam.job_endpoint is None:
+        for what, fix in engine_problems(ENGINES[beam.runner]):
+            problems.add(("beam", "runner"), what, fix)
 
 
 def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
@@ -59,6 +70,12 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
                      f"add targets.{target} with {needs}")
         return
     _check_strategy(spec.training.strategy, getattr(spec.targets, target).trainer, target, problems)
+    if target != "local" and spec.beam.runner in ENGINES and spec.beam.job_endpoint is None:
+        engine = ENGINES[spec.beam.runner]
+        problems.add(("beam", "runner"), f"on {target} each Beam step submits to a Beam {engine.title} job server "
+                     "in the cluster, and the spec names none (no Java or engine runs in the pipeline image)",
+                     f"run Beam's {engine.title} job server beside {engine.title} (README, \"Beam on Flink and "
+                     f"Spark\") and set beam.job_endpoint, e.g. beam-{engine.name}-job-server:8099")
     if target == "kubeflow":
         _check_kubeflow(spec, problems)
     Placement(loaded, target).problems(problems)

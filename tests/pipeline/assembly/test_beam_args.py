@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from unittest import mock
 
 from tests.conftest import BASE_SPEC, write_spec
+from tfxd.beam_engines import JOB_ENDPOINT_ENV, WORKER_POOL_ENV
 from tfxd.pipeline.assembly.beam_args import IN_MEMORY_BELOW_BYTES, beam_args
 from tfxd.pipeline.spec.load import load_spec
 
@@ -43,17 +45,38 @@ def test_direct_with_one_worker_runs_in_memory(project):
 def test_dataflow_takes_the_vertex_target(project):
     args = args_for(project, "beam: {runner: dataflow, args: [--max_num_workers=5]}\n", VERTEX)
     assert args == ["--runner=DataflowRunner", "--project=my-project", "--region=us-central1",
-                    "--temp_location=gs://bucket/runs/beam-tmp", "--sdk_container_image=us-docker.pkg.dev/p/ml/img:1",
+                    "--temp_location=gs://bucket/runs/beam-tmp", "--staging_location=gs://bucket/runs/beam-staging",
+                    "--sdk_container_image=us-docker.pkg.dev/p/ml/img:1",
                     "--experiments=use_runner_v2", "--max_num_workers=5"]
 
 
-def test_flink_and_spark(project):
-    flink = args_for(project, "beam: {runner: flink, master: 'localhost:8081'}\n")
-    assert flink[:3] == ["--runner=FlinkRunner", "--flink_master=localhost:8081", "--flink_submit_uber_jar"]
-    spark = beam_args(load_spec(str(write_spec(project, BASE_SPEC + "beam: {runner: spark, master: "
-                                               "'spark://h:7077'}\n"))).spec, image="img:1")
-    assert spark == ["--runner=SparkRunner", "--spark_master_url=spark://h:7077", "--spark_submit_uber_jar",
-                     "--environment_type=DOCKER", "--environment_config=img:1"]
+def test_an_engine_started_here_is_found_through_the_environment(project):
+    """The job server's and worker pool's ports change from run to run; the arguments (part of TFX's cache
+    key) name the environment variables the run sets, which TFX resolves when the step executes."""
+    from tfx.dsl.compiler import placeholder_utils
+    from tfx.orchestration.portable import data_types
+
+    args = args_for(project, "beam: {runner: flink, workers: 2}\n")
+    assert args[0] == "--runner=FlinkRunner" and args[2] == "--environment_type=EXTERNAL"
+    assert args[4:] == ["--environment_cache_millis=60000", "--parallelism=2", "--sdk_worker_parallelism=2",
+                        "--sdk_container_image=none-needed-by-the-direct-runner"]
+    context = placeholder_utils.ResolutionContext(exec_info=data_types.ExecutionInfo())
+    env = {JOB_ENDPOINT_ENV: "127.0.0.1:1234", WORKER_POOL_ENV: "127.0.0.1:5678"}
+    with mock.patch.dict(os.environ, env):
+        resolved = [placeholder_utils.resolve_placeholder_expression(arg.encode(), context) for arg in args[1:4:2]]
+    assert resolved == ["--job_endpoint=127.0.0.1:1234", "--environment_config=127.0.0.1:5678"]
+    spark = args_for(project, "beam: {runner: spark, master: 'spark://h:7077'}\n")
+    assert spark[0] == "--runner=SparkRunner" and spark[3] == "--environment_config=localhost:50000"
+    assert not any(isinstance(arg, str) and arg.startswith("--parallelism") for arg in spark)
+
+
+def test_on_a_cluster_the_engine_is_the_job_server_the_spec_names(project):
+    spec = load_spec(str(write_spec(project, BASE_SPEC + "beam: {runner: flink, workers: 4, job_endpoint: "
+                                    "'beam-flink-job-server:8099', args: [--max_parallelism=8]}\n"))).spec
+    assert beam_args(spec, image="img:1") == [
+        "--runner=FlinkRunner", "--job_endpoint=beam-flink-job-server:8099", "--environment_type=EXTERNAL",
+        "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--parallelism=4", "--sdk_container_image=img:1",
+        "--max_parallelism=8"]
 
 
 def test_direct_runner_is_pinned_past_the_prism_detour(project):
@@ -63,5 +86,5 @@ def test_direct_runner_is_pinned_past_the_prism_detour(project):
 
     for beam in ("", "beam: {workers: 2}\n", "beam: {workers: 1}\n"):
         assert f"--update_compatibility_version={version('apache-beam')}" in args_for(project, beam)
-    flink = args_for(project, "beam: {runner: flink, master: 'localhost:8081'}\n")
+    flink = args_for(project, "beam: {runner: flink, job_endpoint: 'localhost:8099'}\n")
     assert not any(a.startswith("--update_compatibility_version") for a in flink)

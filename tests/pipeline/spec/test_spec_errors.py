@@ -341,13 +341,19 @@ def test_columns_are_checked_against_the_csv_header(project, old, new, line, pat
 
 @pytest.mark.reliability("bad spec")
 @pytest.mark.parametrize(("beam", "path", "needle"), [
-    ("beam: {runner: flink}\n", "beam.master", "needs `master`"),
     ("beam: {runner: direct, master: x}\n", "beam.master", "does not apply to runner direct"),
-    ("beam: {runner: spark, master: x, workers: 3}\n", "beam.workers", "only applies to the direct runner"),
+    ("beam: {runner: direct, job_endpoint: 'h:8099'}\n", "beam.job_endpoint", "does not apply to runner direct"),
+    ("beam: {runner: flink, master: 'h:8081', job_endpoint: 'h:8099'}\n", "beam.master", "already knows"),
+    ("beam: {runner: flink, job_endpoint: 'http://h:8099'}\n", "beam.job_endpoint", "host:port"),
+    ("beam: {runner: spark, master: 'h:7077'}\n", "beam.master", "not a standalone master URL"),
+    ("beam: {runner: dataflow, workers: 3}\n", "beam.workers", "--max_num_workers"),
     ("beam: {runner: dataflow}\n", "beam.runner", "takes its project, region, image"),
+    ("beam: {runner: flink}\ntargets: {kubeflow: {image: 'img:1'}}\n", "beam.runner",
+     "on kubeflow each Beam step submits to a Beam Flink job server in the cluster, and the spec names none"),
 ])
 def test_beam_profile_rules(project, beam, path, needle):
-    result = run_cli("validate", str(write_spec(project, BASE_SPEC + beam)))
+    target = ("--target", "kubeflow") if "kubeflow" in beam else ()
+    result = run_cli("validate", str(write_spec(project, BASE_SPEC + beam)), *target)
     assert result.exit_code == 2
     assert f": {path}: " in result.output and needle in result.output
 

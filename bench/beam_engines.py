@@ -1,0 +1,256 @@
+"""Beam on Flink and Spark: `tfxd run examples/taxi.yaml --to Transform` on 500,000 taxi-shaped rows
+(scaling.py's generator) with `beam.runner` flink (parallelism 2) and spark (local[2]), each an embedded
+engine tfxd starts for the run, against the DirectRunner with 2 worker processes, alternating in rounds
+(direct, flink, spark), >= 3 rounds, every run from an empty root so that nothing is cached.
+
+Two figures per engine, kept apart because they answer different questions:
+- processing: ExampleGen + StatisticsGen + Transform seconds from the run's summary (its ML Metadata),
+  as a ratio to the DirectRunner's in the same round. The engine's start-up is not in them (it happens
+  before the first component), but whatever each Beam job costs on the engine (Flink starts a mini
+  cluster and an SDK worker per job) is: a user pays it per component, whatever the data.
+- start-up: from the moment tfxd spawns the engine's first process (the SDK worker pool or the job
+  server's JVM, as the kernel dates it) to the line tfxd prints once both listen ("... through Beam's
+  job server"). Nothing in the product is timed for the bench: the two instants come from the process
+  table and from tfxd's own stdout, read line by line. As a cross-check, the time from `tfxd run`'s
+  start to its first component is recorded for every runner: the engine's minus the DirectRunner's is
+  the start-up a user sees, tfxd's own imports cancelled out.
+
+Target (the engines issue): each engine's processing within 1.5x of the DirectRunner's on this 2-core
+machine, and its start-up under 20 s (medians).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import threading
+import time
+
+import common
+import scaling
+
+NAME = "beam_engines"
+ROWS = 500_000
+QUICK_ROWS = 5_000
+ROUNDS = 3
+WORKERS = 2  # the DirectRunner's worker processes, Flink's parallelism, Spark's local[N]
+RUNNERS = ("direct", "flink", "spark")  # the order of each round; the first is the baseline
+FIGURE = ("ExampleGen", "StatisticsGen", "Transform")  # the components whose work Beam does
+TARGET_RATIO = 1.5
+TARGET_STARTUP_S = 20.0
+RUN_TIMEOUT_S = 3600  # then SIGTERM: tfxd stops its engine and says so; the bench fails with the log
+LISTENING = "through Beam's job server"  # pipeline/run/beam_engine.py's line once the engine listens
+# what tells the engine's own processes from Beam's DirectRunner workers, in their command lines
+ENGINE_MARKS = ("apache_beam.runners.worker.worker_pool_main", "JobServerDriver")
+
+
+class _Watch(threading.Thread):
+    """Every 0.1 s over a run's process tree: the peak summed RSS, and when the engine's first process
+    started (seconds after the root process did; both from the kernel's start times, so the polling
+    interval does not blur it)."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid, self.peak, self.engine_started = pid, 0, None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import psutil
+
+        try:
+            root = psutil.Process(self.pid)
+            born, own = root.create_time(), root.cmdline()
+        except psutil.NoSuchProcess:
+            return
+        known: set[int] = set()  # children already classified (after their exec)
+        while not self.done.is_set():
+            total = 0
+            try:
+                tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                return
+            for process in tree:
+                with contextlib.suppress(psutil.NoSuchProcess, psutil.AccessDenied):
+                    total += process.memory_info().rss
+                    if process is root or process.pid in known:
+                        continue
+                    line = process.cmdline()
+                    if line == own:  # forked, not yet exec'd: look again next time
+                        continue
+                    known.add(process.pid)
+                    if any(mark in " ".join(line) for mark in ENGINE_MARKS):
+                        started = process.create_time() - born
+                        if self.engine_started is None or started < self.engine_started:
+                            self.engine_started = started
+            self.peak = max(self.peak, total)
+            self.done.wait(0.1)
+
+
+def _available() -> dict[str, str]:
+    """Why an engine cannot start here (no Java, `make engines` not run), by engine; empty when both can."""
+    from tfxd.beam_engines import ENGINES, problems
+
+    found = {}
+    for runner in RUNNERS[1:]:
+        issues = problems(ENGINES[runner])
+        if issues:
+            found[runner] = "; ".join(what for what, _ in issues)
+    return found
+
+
+def _run(runner: str, data: str, index: int) -> dict:
+    """One `tfxd run --to Transform` from an empty root, its stdout read line by line with timestamps."""
+    root = common.scratch(f"beam-engines/{runner}-root")
+    sets = [f"root={root}", f"data.path={data}", f"beam.runner={runner}", f"beam.workers={WORKERS}"]
+    command = [common.TFXD, "run", common.TAXI_SPEC, "--to", "Transform",
+               *[arg for value in sets for arg in ("--set", value)]]
+    log = os.path.join(common.scratch("beam-engines/logs", fresh=False), f"{runner}-{index}.log")
+    seen: dict[str, float] = {}  # what tfxd said -> seconds after the start
+    start = time.perf_counter()
+    process = subprocess.Popen(command, cwd=common.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL, text=True, errors="replace")
+    watch = _Watch(process.pid)
+    watch.start()
+    timer = threading.Timer(RUN_TIMEOUT_S, process.terminate)
+    timer.start()
+    try:
+        with open(log, "w") as out:
+            for line in process.stdout:  # type: ignore[union-attr]
+                now = time.perf_counter() - start
+                out.write(f"{now:8.2f} {line}")
+                text = line.strip()
+                if LISTENING in text:
+                    seen.setdefault("listening", now)
+                elif text.startswith("> ExampleGen"):
+                    seen.setdefault("first", now)
+                elif text.startswith("ok Transform"):
+                    seen["last"] = now
+        code = process.wait()
+        wall = time.perf_counter() - start
+    finally:
+        timer.cancel()
+        watch.done.set()
+        watch.join()
+    if code != 0:
+        with open(log) as handle:
+            tail = handle.read()[-3000:]
+        raise RuntimeError(f"{' '.join(command)} exited with {code}; its output: {log}\n{tail}")
+    summary = common.run_summary(root)
+    components = {c["name"]: c["seconds"] for c in summary["components"]}
+    reran = [c["name"] for c in summary["components"] if c["status"] != "ran"]
+    if reran:
+        raise RuntimeError(f"{runner}: {', '.join(reran)} did not run (cached or skipped); log: {log}")
+    startup = None
+    if runner != "direct":
+        if "listening" not in seen or watch.engine_started is None:
+            raise RuntimeError(f"{runner}: the engine's start was not seen (its line or its processes); "
+                               f"log: {log}")
+        startup = seen["listening"] - watch.engine_started
+    return {
+        "runner": runner, "wall_s": wall, "peak_rss_mb": watch.peak / 2**20, "components_s": components,
+        "processing_s": sum(components[name] for name in FIGURE), "startup_s": startup,
+        "to_first_component_s": seen.get("first"),
+        "after_last_component_s": wall - seen["last"] if "last" in seen else None,
+    }
+
+
+def run(quick: bool = False) -> dict:
+    rows = QUICK_ROWS if quick else ROWS
+    rounds = 1 if quick else ROUNDS
+    missing = _available()
+    engines = [runner for runner in RUNNERS[1:] if runner not in missing]
+    result: dict = {"name": NAME, "quick": quick, "rows": rows, "rounds": rounds, "workers": WORKERS,
+                    "missing": missing, "engines": {}, "direct": [],
+                    "target": f"processing <= {TARGET_RATIO}x the DirectRunner's, start-up <= "
+                              f"{TARGET_STARTUP_S:.0f} s"}
+    if not engines:
+        return result
+    data = scaling.taxi_rows(rows)
+    runs: dict[str, list[dict]] = {runner: [] for runner in ("direct", *engines)}
+    for index in range(rounds):
+        for runner in runs:
+            runs[runner].append(_run(runner, data, index))
+        done = [f"{runner} {runs[runner][-1]['processing_s']:.1f} s" for runner in runs]
+        startups = [f"{runner} {runs[runner][-1]['startup_s']:.1f} s" for runner in engines]
+        print(f"  round {index + 1}: processing {', '.join(done)}; start-up {', '.join(startups)}", flush=True)
+    direct = runs["direct"]
+    result["direct"] = direct
+    result["direct_processing_s"] = common.stats([r["processing_s"] for r in direct])
+    for runner in engines:
+        mine = runs[runner]
+        ratio = common.stats([a["processing_s"] / b["processing_s"] for a, b in zip(mine, direct, strict=True)])
+        startup = common.stats([r["startup_s"] for r in mine])
+        seen_startup = common.stats([a["to_first_component_s"] - b["to_first_component_s"]
+                                     for a, b in zip(mine, direct, strict=True)])
+        result["engines"][runner] = {
+            "runs": mine, "processing_s": common.stats([r["processing_s"] for r in mine]), "ratio": ratio,
+            "startup_s": startup, "startup_seen_by_user_s": seen_startup,
+            "processing_met": ratio["median"] <= TARGET_RATIO,
+            "startup_met": startup["median"] <= TARGET_STARTUP_S,
+            "met": ratio["median"] <= TARGET_RATIO and startup["median"] <= TARGET_STARTUP_S,
+        }
+    return result
+
+
+def _title(runner: str) -> str:
+    return {"flink": f"Flink (embedded, parallelism {WORKERS})", "spark": f"Spark (embedded, local[{WORKERS}])"}[runner]
+
+
+def table_rows(result: dict) -> list[str]:
+    rows = []
+    for runner, why in result["missing"].items():
+        rows.append(f"| Beam on {_title(runner)}: taxi to Transform | not available here: {why} | - | - "
+                    "| not measured |")
+    for runner, engine in result["engines"].items():
+        a, b, s = engine["processing_s"], result["direct_processing_s"], engine["startup_s"]
+        verdict = "met" if engine["met"] else "NOT met (" + ", ".join(
+            part for part, ok in (("processing", engine["processing_met"]), ("start-up", engine["startup_met"]))
+            if not ok) + ")"
+        rows.append(
+            f"| Beam on {_title(runner)}: ExampleGen + StatisticsGen + Transform, {result['rows']:,} taxi-shaped "
+            f"rows, vs the DirectRunner with {result['workers']} worker processes ({result['rounds']} alternating "
+            f"round{'s' if result['rounds'] != 1 else ''}; component seconds, start-up excluded and shown apart) "
+            f"| {a['median']:.1f} s (min {a['min']:.1f}, max {a['max']:.1f}); start-up {s['median']:.1f} s "
+            f"(min {s['min']:.1f}, max {s['max']:.1f}) "
+            f"| {b['median']:.1f} s (min {b['min']:.1f}, max {b['max']:.1f}) "
+            f"| {common.md_ratio(engine['ratio'])} "
+            f"| {result['target']}: {verdict} |")
+    return rows
+
+
+def details(result: dict) -> str:
+    lines = ["### Beam on Flink and Spark", ""]
+    if result["missing"]:
+        lines += ["Not measured: " + "; ".join(f"{r}: {why}" for r, why in result["missing"].items()) + ".", ""]
+    if not result["engines"]:
+        return "\n".join(lines).rstrip()
+    lines += [
+        f"{result['rows']:,} taxi-shaped rows (bench/scaling.py's generator), `tfxd run examples/taxi.yaml --to "
+        f"Transform` from an empty root, `--set beam.runner=R --set beam.workers={result['workers']}`, in rounds of "
+        f"{', '.join(['direct', *result['engines']])}. Processing = ExampleGen + StatisticsGen + Transform seconds "
+        "from each run's summary (SchemaGen and ExampleValidator ran too, in well under a second, and are left "
+        "out). Start-up = the engine's first process started (kernel start time) -> tfxd's line that the job "
+        "server listens. To first component = `tfxd run` started -> its first component started; the engine's "
+        "minus the DirectRunner's is the start-up as a user sees it. After last = Transform finished -> `tfxd` "
+        "exited (the engine is stopped in it). Peak RSS: the whole process tree (JVM and SDK workers included), "
+        "sampled every 0.1 s.", "",
+        "| round | runner | ExampleGen s | StatisticsGen s | Transform s | processing s | start-up s "
+        "| to first component s | after last s | wall s | peak RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for index, baseline in enumerate(result["direct"]):
+        for run in [baseline, *(engine["runs"][index] for engine in result["engines"].values())]:
+            c = run["components_s"]
+            startup = "-" if run["startup_s"] is None else f"{run['startup_s']:.1f}"
+            lines.append(f"| {index + 1} | {run['runner']} | {c['ExampleGen']:.1f} | {c['StatisticsGen']:.1f} "
+                         f"| {c['Transform']:.1f} | {run['processing_s']:.1f} | {startup} "
+                         f"| {_seconds(run['to_first_component_s'])} | {_seconds(run['after_last_component_s'])} "
+                         f"| {run['wall_s']:.1f} | {run['peak_rss_mb']:.0f} |")
+    seen = "; ".join(f"{runner} {common.md_ratio(engine['startup_seen_by_user_s'], 1)} s"
+                     for runner, engine in result["engines"].items())
+    lines += ["", f"Start-up as a user sees it (to first component, engine minus DirectRunner, same round): {seen}."]
+    return "\n".join(lines)
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

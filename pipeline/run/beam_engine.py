@@ -1,0 +1,238 @@
+"""The engine a run's Beam steps execute on, started for the run and stopped with it: Beam's Flink or Spark
+job server (a JVM: an embedded Flink or Spark, or the submitter to the spec's `beam.master`) and, for an
+embedded engine, Beam's external SDK worker pool, so that the Python SDK workers run as separate
+processes, as they do beside a cluster's TaskManagers.
+
+Both run in their own process groups and are stopped as groups when the run ends however it ends (the
+pool's workers, the JVM's threads and its temporary folders go with them), so that a run, a failure or
+Ctrl-C leaves no JVM, no worker pool and no port held. The components find both through the environment
+(tfxd.beam_engines: JOB_ENDPOINT_ENV, WORKER_POOL_ENV), which the Beam arguments read as TFX placeholders.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from tfxd import console
+from tfxd.beam_engines import (
+    ENGINES,
+    JOB_ENDPOINT_ENV,
+    JVM_OPENS,
+    WORKER_POOL_ENV,
+    Engine,
+    class_path,
+    home,
+    java,
+)
+from tfxd.pipeline.assembly.beam_args import engine_workers
+from tfxd.pipeline.run.outcome import root_cause, shortened
+from tfxd.pipeline.spec.document import Spec
+
+START_SECONDS = 90  # a JVM on a loaded 2-core machine, Flink's mini cluster or Spark's context included
+STOP_SECONDS = 10  # SIGTERM, then SIGKILL
+
+
+class EngineFailed(RuntimeError):
+    """The engine did not start (the message says why, with its log's last lines and where the log is)."""
+
+
+@dataclass(frozen=True)
+class RunningEngine:
+    engine: Engine
+    job_endpoint: str
+    worker_pool: str | None  # host:port of tfxd's SDK worker pool; None when the cluster's pools serve
+    job_server_log: str
+    worker_log: str | None
+
+    def where_logs_are(self) -> str:
+        logs = [f"the {self.engine.title} job server's log: {self.job_server_log}"]
+        if self.worker_log:
+            logs.append(f"the SDK workers': {self.worker_log}")
+        return "; ".join(logs)
+
+
+_JAVA_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
+_CAUSED_BY = re.compile(r"^\s*Caused by: (.*)$")
+
+
+def engine_reason(text: str) -> str | None:
+    """A job's failure on the engine in a user's words: the Python exception an SDK worker raised (its
+    traceback's last error), else the deepest Java cause without its stack frames; None when ``text``
+    is not an engine's account (then the usual root cause applies)."""
+    if "failed in state FAILED" not in text and "Traceback (most recent call last)" not in text:
+        return None
+    if "Traceback (most recent call last)" in text:
+        python = root_cause(text.rsplit("Traceback (most recent call last)", 1)[1])
+        if python:
+            return f"an SDK worker raised {python}"
+    lines = [line for line in text.splitlines() if not _JAVA_FRAME.match(line)]
+    causes = [match.group(1) for line in lines if (match := _CAUSED_BY.match(line))]
+    head = lines[0].strip() if lines else ""
+    return shortened(f"{head} (caused by {causes[-1]})" if causes else head)
+
+
+def needs_engine(spec: Spec) -> bool:
+    """Flink or Spark, with no job server of the user's: tfxd starts one for the run."""
+    return spec.beam.runner in ENGINES and spec.beam.job_endpoint is None
+
+
+@contextlib.contextmanager
+def started(spec: Spec, log_dir: str) -> Iterator[RunningEngine | None]:
+    """The spec's engine, running for the body (None when the runner needs none here); logs in ``log_dir``."""
+    if not needs_engine(spec):
+        yield None
+        return
+    with running(ENGINES[spec.beam.runner], spec.beam.master, engine_workers(spec), log_dir) as engine:
+        yield engine
+
+
+@contextlib.contextmanager
+def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> Iterator[RunningEngine]:
+    """``engine``'s job server, submitting to ``master`` or, None, an embedded engine with ``workers``
+    slots and SDK worker processes; the endpoints in the environment for the body."""
+    embedded = master is None
+    os.makedirs(log_dir, exist_ok=True)
+    scratch = tempfile.mkdtemp(prefix=f"tfxd-{engine.name}-")
+    group = _Processes()
+    saved = {key: os.environ.get(key) for key in (JOB_ENDPOINT_ENV, WORKER_POOL_ENV)}
+    try:
+        worker_log = pool = None
+        if embedded:
+            worker_log = os.path.join(log_dir, "sdk-workers.log")
+            pool = f"127.0.0.1:{_free_port()}"
+            group.start("the SDK worker pool", _worker_pool_command(pool), worker_log, _worker_env())
+            _wait_listening(pool, group, "the SDK worker pool", worker_log)
+        job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
+        endpoint = f"127.0.0.1:{_free_port()}"
+        master = master or engine.embedded_master(workers)
+        group.start(f"Beam's {engine.title} job server", _job_server_command(engine, endpoint, master, scratch),
+                    job_log, _jvm_env(engine, scratch))
+        _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
+        os.environ[JOB_ENDPOINT_ENV] = endpoint
+        if pool:
+            os.environ[WORKER_POOL_ENV] = pool
+        where = f"embedded, {workers} SDK worker processes" if embedded else f"submitting to {master}"
+        console.info(f"{engine.title} {engine.version} through Beam's job server ({where}); log: {job_log}")
+        yield RunningEngine(engine, endpoint, pool, job_log, worker_log)
+    finally:
+        group.stop()
+        shutil.rmtree(scratch, ignore_errors=True)
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _worker_pool_command(address: str) -> list[str]:
+    return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+            f"--service_port={address.rsplit(':', 1)[1]}"]
+
+
+def _worker_env() -> dict[str, str]:
+    """The pool starts each SDK worker as `python -c ...` from PATH: this Python, with the run's
+    environment (TF_USE_LEGACY_KERAS, the user's folder on PYTHONPATH)."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
+
+
+def _job_server_command(engine: Engine, endpoint: str, master: str, scratch: str) -> list[str]:
+    executable = java()
+    assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
+    port = endpoint.rsplit(":", 1)[1]
+    return [executable, *JVM_OPENS, f"-Djava.io.tmpdir={scratch}", *_QUIETER, "-cp", class_path(engine), engine.main,
+            "--job-host=127.0.0.1", f"--job-port={port}", f"--artifact-port={_free_port()}",
+            f"--expansion-port={_free_port()}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
+            f"{engine.master_flag}={master}"]
+
+
+# The Flink job server logs through SLF4J's simple logger: with times, and without the per-task chatter of
+# Flink's task executors and Beam's control clients; job and task states stay.
+_QUIETER = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
+            "-Dorg.slf4j.simpleLogger.dateTimeFormat=yyyy-MM-dd HH:mm:ss.SSS",
+            *(f"-Dorg.slf4j.simpleLogger.log.{name}=warn" for name in (
+                "org.apache.flink.runtime.taskmanager.Task", "org.apache.flink.runtime.taskexecutor",
+                "org.apache.flink.runtime.io.network", "org.apache.beam.runners.fnexecution.control")))
+
+
+def _jvm_env(engine: Engine, scratch: str) -> dict[str, str]:
+    env = dict(os.environ, TMPDIR=scratch)
+    if engine.name == "spark":  # Spark's own launcher code finds its jars there (jars/ and RELEASE)
+        env.update(SPARK_HOME=home(engine), SPARK_SCALA_VERSION="2.12", SPARK_LOCAL_IP="127.0.0.1")
+    return env
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class _Processes:
+    """Processes started in their own process groups, stopped together, last started first."""
+
+    def __init__(self) -> None:
+        self.running: list[tuple[str, subprocess.Popen]] = []
+
+    def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> None:
+        with open(log, "ab") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       env=env, start_new_session=True)
+        self.running.append((name, process))
+
+    def exited(self) -> tuple[str, int] | None:
+        for name, process in self.running:
+            if process.poll() is not None:
+                return name, process.returncode
+        return None
+
+    def stop(self) -> None:
+        for _, process in reversed(self.running):
+            _signal_group(process, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_SECONDS
+        for _, process in reversed(self.running):
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(max(0.1, deadline - time.monotonic()))
+            _signal_group(process, signal.SIGKILL)  # the group: SDK workers outlive a stopped pool
+            process.wait()
+        self.running.clear()
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+def _wait_listening(address: str, group: _Processes, name: str, log: str) -> None:
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + START_SECONDS
+    while time.monotonic() < deadline:
+        ended = group.exited()
+        if ended:
+            raise EngineFailed(f"{ended[0]} ended with exit code {ended[1]} while starting: {_tail(log)}; "
+                               f"log: {log}")
+        with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
+            return
+        time.sleep(0.2)
+    raise EngineFailed(f"{name} did not listen on {address} within {START_SECONDS} s; log: {log}")
+
+
+def _tail(log: str, lines: int = 5) -> str:
+    try:
+        with open(log, encoding="utf-8", errors="replace") as handle:
+            kept = [line.strip() for line in handle if line.strip() and "SLF4J" not in line]
+    except OSError:
+        return "no log"
+    return " / ".join(kept[-lines:]) or "nothing logged"

@@ -1,0 +1,239 @@
+"""Beam on real engines: the taxi example end to end on an embedded Flink (2 SDK worker processes) and on a
+Spark standalone cluster (a master and a worker, separate JVMs on loopback), each against the DirectRunner
+run of the same spec; what a machine without Java is told; nothing of the engines left running."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conftest import BASE_SPEC, run_cli, write_spec
+from tests.pipeline.run.test_run_taxi import example_project, summaries, tf_records, tfxd
+from tfxd.beam_engines import ENGINES, JVM_OPENS, class_path, home, java
+
+WORKERS = ("--set", "beam.workers=2")
+
+
+def _ours() -> list[str]:
+    """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool, an SDK worker."""
+    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    marks = ("JobServerDriver", "worker_pool_main", "SdkHarness", "org.apache.spark.deploy")
+    return [line for line in out.splitlines() if any(mark in line for mark in marks)]
+
+
+@pytest.fixture(scope="module")
+def direct_run(tmp_path_factory):
+    folder = example_project(tmp_path_factory, "taxi")
+    result = tfxd("run", "taxi.yaml", *WORKERS, cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return folder
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@contextlib.contextmanager
+def spark_standalone(work: Path):
+    """A Spark standalone master and one worker (2 cores), Spark's own Master and Worker from the jars
+    `make engines` installed, on loopback, and Beam's SDK worker pool beside the worker, as a cluster runs
+    one beside each worker (README, "Beam on Flink and Spark"); stopped with their executors when the
+    block ends. Yields the master's URL and the pool's address."""
+    engine = ENGINES["spark"]
+    port = _free_port()
+    env = dict(os.environ, SPARK_HOME=home(engine), SPARK_SCALA_VERSION="2.12", SPARK_LOCAL_IP="127.0.0.1",
+               SPARK_WORKER_DIR=str(work / "worker"))
+    base = [java(), *JVM_OPENS, f"-Djava.io.tmpdir={work}", "-cp", class_path(engine)]
+    def start(log: str, *args: str) -> subprocess.Popen:
+        with open(work / log, "wb") as out:
+            return subprocess.Popen([*base, *args], env=env, start_new_session=True, stdout=out,
+                                    stderr=subprocess.STDOUT)
+
+    master = start("master.log", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port",
+                   str(port), "--webui-port", str(_free_port()))
+    worker = start("worker.log", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "2",
+                   "--memory", "4g", "--webui-port", str(_free_port()), f"spark://127.0.0.1:{port}")
+    pool_port = _free_port()
+    with open(work / "pool.log", "wb") as out:
+        pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+                                 f"--service_port={pool_port}"], start_new_session=True, stdout=out,
+                                stderr=subprocess.STDOUT,
+                                env=dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"))
+    try:
+        deadline = time.monotonic() + 90
+        while b"Successfully registered with master" not in (work / "worker.log").read_bytes():
+            assert time.monotonic() < deadline, (work / "worker.log").read_text()
+            time.sleep(0.5)
+        yield f"spark://127.0.0.1:{port}", f"localhost:{pool_port}"
+    finally:
+        for process in (pool, worker, master):
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def _stats(folder: Path, split: str):
+    from tensorflow_data_validation import load_stats_binary
+
+    [path] = glob.glob(str(folder / "tfxd-runs/taxi-tips/pipeline/StatisticsGen/statistics/*/"
+                             f"Split-{split}/FeatureStats.pb"))
+    [dataset] = load_stats_binary(path).datasets
+    numeric = {f.path.step[0]: (f.num_stats.mean, f.num_stats.std_dev, f.num_stats.common_stats.num_non_missing)
+               for f in dataset.features if f.HasField("num_stats")}
+    strings = {f.path.step[0]: (f.string_stats.unique, f.string_stats.common_stats.num_non_missing)
+               for f in dataset.features if f.HasField("string_stats")}
+    return dataset.num_examples, numeric, strings
+
+
+def _transformed_columns(folder: Path) -> dict[str, np.ndarray]:
+    """Transform's train examples, each column's values sorted (the engines write records in their own
+    order)."""
+    examples = tf_records(str(folder / "tfxd-runs/taxi-tips/pipeline/Transform/transformed_examples/*/"
+                                       "Split-train/*.gz"))
+    columns: dict[str, list] = {}
+    for example in examples:
+        for name, feature in example.features.feature.items():
+            kind = feature.WhichOneof("kind")
+            columns.setdefault(name, []).extend(getattr(feature, kind).value)
+    return {name: np.sort(np.array(values)) for name, values in columns.items()}
+
+
+def _same_results(engine_run: Path, direct: Path) -> None:
+    """Split counts, statistics and Transform's outputs as the DirectRunner's. Means and deviations to 1e-9
+    relative and z-scores to 1e-5: the engines add the same numbers in another order."""
+    [ours], [theirs] = summaries(engine_run), summaries(direct)
+    assert ours["status"] == "ok" and ours["blessed"], ours
+    assert ours["examples"]["splits"] == theirs["examples"]["splits"] == {"train": 12014, "eval": 2988}
+    for split in ("train", "eval"):
+        count, numeric, strings = _stats(engine_run, split)
+        count_direct, numeric_direct, strings_direct = _stats(direct, split)
+        assert count == count_direct and strings == strings_direct
+        assert numeric.keys() == numeric_direct.keys()
+        for name, values in numeric.items():
+            np.testing.assert_allclose(values, numeric_direct[name], rtol=1e-9, err_msg=name)
+    columns, columns_direct = _transformed_columns(engine_run), _transformed_columns(direct)
+    assert columns.keys() == columns_direct.keys()
+    for name, values in columns.items():
+        if values.dtype.kind == "f":
+            np.testing.assert_allclose(values, columns_direct[name], rtol=1e-5, atol=1e-6, err_msg=name)
+        else:
+            np.testing.assert_array_equal(values, columns_direct[name], err_msg=name)
+
+
+def test_taxi_on_an_embedded_flink_gives_the_direct_runners_results(tmp_path_factory, direct_run):
+    folder = example_project(tmp_path_factory, "taxi")
+    result = tfxd("run", "taxi.yaml", "--set", "beam.runner=flink", *WORKERS, cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Flink 1.19 through Beam's job server (embedded, 2 SDK worker processes)" in result.stdout
+    [log] = glob.glob(str(folder / "tfxd-runs/taxi-tips/runs/*/logs/flink-job-server.log"))
+    finished = Path(log).read_text(errors="replace").count("switched from state RUNNING to FINISHED.")
+    assert finished >= 4  # Flink ran ExampleGen's, StatisticsGen's, Transform's and the Evaluator's jobs
+    workers = Path(log).with_name("sdk-workers.log").read_text(errors="replace")
+    assert workers.count("Starting worker with command") >= 2  # SDK workers: processes the pool started
+    _same_results(folder, direct_run)
+    assert _ours() == []
+
+
+def test_taxi_on_a_spark_standalone_cluster_gives_the_direct_runners_results(tmp_path_factory, direct_run):
+    folder = example_project(tmp_path_factory, "taxi")
+    with spark_standalone(tmp_path_factory.mktemp("spark")) as (master, pool):
+        result = tfxd("run", "taxi.yaml", "--set", "beam.runner=spark", "--set", f"beam.master={master}",
+                      "--set", f'beam.args=["--environment_config={pool}"]', cwd=folder)
+        assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Spark 3.5.6 through Beam's job server (submitting to {master})" in result.stdout
+    _same_results(folder, direct_run)
+    assert _ours() == []
+
+
+def test_no_java_is_refused_at_validate_with_the_fix(project, monkeypatch):
+    spec = write_spec(project, BASE_SPEC + "beam: {runner: flink}\n")
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    bare = project / "bin"
+    bare.mkdir()
+    monkeypatch.setenv("PATH", str(bare))
+    result = run_cli("validate", str(spec))
+    assert result.exit_code == 2
+    assert "beam.runner" in result.output and "no java is on PATH" in result.output
+    assert "apt-get install openjdk-17-jre-headless" in result.output
+
+
+def test_engine_jars_not_installed_are_refused_at_validate(project, monkeypatch):
+    spec = write_spec(project, BASE_SPEC + "beam: {runner: spark}\n")
+    monkeypatch.setenv("TFXD_ENGINES", str(project / "nowhere"))
+    result = run_cli("validate", str(spec))
+    assert result.exit_code == 2
+    assert "Beam's Spark job server is not installed" in result.output and "make engines" in result.output
+
+
+def test_an_engine_that_cannot_start_fails_the_run_naming_it_and_leaves_nothing(tmp_path_factory, tmp_path):
+    """A Java that dies at once (here a script in its place) fails the run naming the engine and its log,
+    before any component ran; the worker pool started before it is stopped."""
+    folder = example_project(tmp_path_factory, "taxi")
+    fake = tmp_path / "jdk" / "bin"
+    fake.mkdir(parents=True)
+    (fake / "java").write_text('#!/bin/sh\nif [ "$1" = -version ]; then echo \'openjdk version "17.0.1"\' >&2; '
+                               'exit 0; fi\necho "Error: could not reserve enough space for object heap" >&2\n'
+                               'exit 1\n')
+    (fake / "java").chmod(0o755)
+    result = tfxd("run", "taxi.yaml", "--set", "beam.runner=flink", *WORKERS, cwd=folder,
+                  env={"JAVA_HOME": str(fake.parent)})
+    assert result.returncode == 1
+    said = result.stdout + result.stderr
+    assert "the flink engine failed: Beam's Flink job server ended with exit code 1 while starting" in said
+    assert "could not reserve enough space" in said and "flink-job-server.log" in said
+    assert _ours() == []
+    assert shutil.which("java")  # the real one is untouched
+
+
+@pytest.mark.reliability("environment fault")
+def test_an_sdk_worker_killed_mid_transform_fails_it_by_name_and_the_rerun_resumes_from_the_cache(
+        tmp_path_factory):
+    """SIGKILL to the SDK workers while Transform's job runs on Flink: Transform fails, named, with the
+    engine's logs; nothing is left running; the rerun takes ExampleGen to ExampleValidator from the cache."""
+    folder = example_project(tmp_path_factory, "taxi")
+    command = [os.path.join(os.path.dirname(sys.executable), "tfxd"), "run", "taxi.yaml", "--to", "Transform",
+               "--set", "beam.runner=flink", *WORKERS]
+    process = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    for line in process.stdout:
+        if line.startswith("> Transform"):
+            break
+    earlier = {line.split()[0] for line in _ours() if "SdkHarness" in line}  # earlier jobs', kept a minute
+    seen: dict[str, float] = {}
+    killed: list[str] = []
+    while process.poll() is None and not killed:
+        for line in _ours():
+            pid = line.split()[0]
+            if "SdkHarness" in line and pid not in earlier:
+                seen.setdefault(pid, time.monotonic())
+        # a worker connected and busy with Transform's bundles (one killed before it connects leaves Beam's
+        # job server waiting for it: README, "Beam on Flink and Spark")
+        busy = [pid for pid, since in seen.items() if time.monotonic() - since > 8]
+        for pid in busy:
+            os.kill(int(pid), signal.SIGKILL)
+        killed.extend(busy)
+        time.sleep(0.2)
+    out, err = process.communicate(timeout=600)
+    said = out + err
+    assert killed and process.returncode == 1, said
+    assert "Transform failed:" in said and "sdk-workers.log" in said and "flink-job-server.log" in said
+    assert "Traceback" not in said
+    assert _ours() == []
+    rerun = tfxd("run", "taxi.yaml", "--to", "Transform", "--set", "beam.runner=flink", *WORKERS, cwd=folder)
+    assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+    statuses = {c["name"]: c["status"] for c in summaries(folder)[-1]["components"]}
+    assert statuses == {"ExampleGen": "cached", "StatisticsGen": "cached", "SchemaGen": "cached",
+                        "ExampleValidator": "cached", "Transform": "ran"}
+    assert _ours() == []
