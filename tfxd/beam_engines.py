@@ -14,19 +14,18 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-# The Beam version of the job servers. Beam's Python SDK here is 2.74 (TFX 1.16's lock); Maven Central
-# serves Beam's Flink 1.19 and Spark 3 runner modules whole at 2.62.0, and no shaded job-server jar at
-# all, so the job server is that module and its dependencies (engines/*/pom.xml). The portable protocol
-# between the SDK and the job server is versioned protobuf: the suite runs 2.74 pipelines on it.
-JOB_SERVER_BEAM = "2.62.0"
+# The job servers are Beam 2.62.0's (engines/*/pom.xml), under Beam's 2.74 Python SDK (TFX 1.16's lock):
+# Maven Central serves Beam's Flink 1.19 and Spark 3 runner modules whole at 2.62.0, and no shaded
+# job-server jar at all. The portable protocol between the SDK and the job server is versioned protobuf:
+# the suite runs 2.74 pipelines on it.
 MIN_JAVA = 11  # Flink 1.19 and Spark 3.5 run on Java 11 and 17
-ENGINES_ENV = "TFXD_ENGINES"
+ENGINES_ENV = "TFXD_ENGINES"  # where `make engines` put the jars, when not under this Python's prefix
 # Where a run's Beam steps find the job server and the SDK worker pool of the engine tfxd started for it
 # (set by pipeline/run/beam_engine.py, read through TFX placeholders in the Beam arguments).
 JOB_ENDPOINT_ENV = "TFXD_BEAM_JOB_ENDPOINT"
 WORKER_POOL_ENV = "TFXD_BEAM_WORKER_POOL"
 # On a cluster, the SDK worker pool beside each TaskManager or Spark worker (Beam's Kubernetes recipes)
-CLUSTER_WORKER_POOL_PORT = 50000  # where `make engines` put the jars, when not under this Python's prefix
+CLUSTER_WORKER_POOL_PORT = 50000
 
 # What Java 17 closes and Flink, Spark and Beam's Kryo reach into (as Flink's and Spark's own launch
 # scripts open them).

@@ -403,8 +403,8 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     engine = None if beam_in_memory else _compiled_engine(compiled)
     with contextlib.ExitStack() as stack:
-        running = stack.enter_context(beam_engine.running(*engine, os.path.join(root, run_id, "logs"))) \
-            if engine else None
+        running = stack.enter_context(beam_engine.running(engine[0], None, engine[1],
+                                                          os.path.join(root, run_id, "logs"))) if engine else None
         tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time,
                               running), on_task)
         try:
@@ -413,7 +413,7 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
             tasks.launcher.close()
 
 
-def _compiled_engine(compiled: Compiled) -> tuple[Engine, None, int] | None:
+def _compiled_engine(compiled: Compiled) -> tuple[Engine, int] | None:
     """Flink or Spark, where the file's Beam steps submit to one: an embedded one here stands for the
     cluster's, with the compiled parallelism (else one per CPU), or the reason it cannot start."""
     for executor in compiled.spec.get("deploymentSpec", {}).get("executors", {}).values():
@@ -424,5 +424,5 @@ def _compiled_engine(compiled: Compiled) -> tuple[Engine, None, int] | None:
             if problems:
                 raise ReplayError(f"the file's Beam steps run on {engine.title}, and it cannot start here: "
                                   + "; ".join(f"{what} ({fix})" for what, fix in problems))
-            return engine, None, found[1] or os.cpu_count() or 1
+            return engine, found[1] or os.cpu_count() or 1
     return None

@@ -96,7 +96,7 @@ def engine_workers(spec: Spec) -> int:
 def dataflow_args(spec: Spec, image: str) -> list[str]:
     """Dataflow from a Vertex run: the project and region of the Vertex target, its bucket for Beam's
     temporary and staged files, the pipeline image as the SDK container, the Vertex service account as the
-    workers' (Beam's DataflowRunner validates these: tests/kubeflow/test_dataflow_flags.py)."""
+    workers' (Beam's DataflowRunner validates these: tests/kubeflow/test_beam_engines_compiled.py)."""
     vertex = spec.targets.vertex
     assert vertex is not None
     args = ["--runner=DataflowRunner", f"--project={vertex.project}", f"--region={vertex.region}",

@@ -82,15 +82,10 @@ def engine_reason(text: str) -> str | None:
     return shortened(f"{head} (caused by {causes[-1]})" if causes else head)
 
 
-def needs_engine(spec: Spec) -> bool:
-    """Flink or Spark, with no job server of the user's: tfxd starts one for the run."""
-    return spec.beam.runner in ENGINES and spec.beam.job_endpoint is None
-
-
 @contextlib.contextmanager
 def started(spec: Spec, log_dir: str) -> Iterator[RunningEngine | None]:
     """The spec's engine, running for the body (None when the runner needs none here); logs in ``log_dir``."""
-    if not needs_engine(spec):
+    if not spec.beam.needs_job_server:
         yield None
         return
     with running(ENGINES[spec.beam.runner], spec.beam.master, engine_workers(spec), log_dir) as engine:

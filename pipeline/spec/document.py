@@ -66,6 +66,12 @@ class Beam(Section):
                                      "then starts none. Needed on Kubeflow")
     args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")
 
+    @property
+    def needs_job_server(self) -> bool:
+        """flink or spark with no job server of the user's: one is started for it (here) or missing (on a
+        cluster)."""
+        return self.runner in ("flink", "spark") and self.job_endpoint is None
+
     @model_validator(mode="after")
     def _check(self) -> Beam:
         problems = Problems()

@@ -54,7 +54,7 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
 
 def _check_engine(beam, problems: Problems) -> None:
     """Flink and Spark run here through Beam's job server on Java, unless a job server already runs."""
-    if beam.runner in ENGINES and beam.job_endpoint is None:
+    if beam.needs_job_server:
         for what, fix in engine_problems(ENGINES[beam.runner]):
             problems.add(("beam", "runner"), what, fix)
 
@@ -70,7 +70,7 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
                      f"add targets.{target} with {needs}")
         return
     _check_strategy(spec.training.strategy, getattr(spec.targets, target).trainer, target, problems)
-    if target != "local" and spec.beam.runner in ENGINES and spec.beam.job_endpoint is None:
+    if target != "local" and spec.beam.needs_job_server:
         engine = ENGINES[spec.beam.runner]
         problems.add(("beam", "runner"), f"on {target} each Beam step submits to a Beam {engine.title} job server "
                      "in the cluster, and the spec names none (no Java or engine runs in the pipeline image)",
