@@ -67,6 +67,19 @@ def name(signum: int | None) -> str:
     return signal.Signals(signum or signal.SIGINT).name
 
 
+def ended(returncode: int) -> str:
+    """How a process ended, in words, from its return code as Popen gives it (negative: the signal): 'was
+    killed by signal 9 (SIGKILL: out of memory, or stopped from outside)', 'exited with code 1'."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        signame = signal.Signals(-returncode).name
+    except ValueError:
+        signame = "unknown signal"
+    hint = ": out of memory, or stopped from outside" if -returncode == signal.SIGKILL else ""
+    return f"was killed by signal {-returncode} ({signame}{hint})"
+
+
 def _handler(signum: int, frame) -> None:
     first = _State.requested is None
     if first:

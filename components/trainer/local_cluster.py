@@ -13,12 +13,13 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import signal
 import socket
 import subprocess
 import sys
 import time
 from typing import Any
+
+from tfxd import stops
 
 PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
 LOG_DIR_ENV = "TFXD_TRAINER_LOG_DIR"  # set by `tfxd run`: where the processes' logs go
@@ -99,14 +100,5 @@ def _wait(processes: list[tuple[str, str, Any]], serving: set[str]) -> None:
 
 
 def _death(code: int) -> str:
-    """How a process ended, in words: 'was killed by signal 9 (SIGKILL)', 'exited with code 1'."""
-    if code == 0:
-        return "exited (code 0) while the training still needed it"
-    if code > 0:
-        return f"exited with code {code}"
-    try:
-        name = signal.Signals(-code).name
-    except ValueError:
-        name = "unknown signal"
-    hint = ": out of memory, or stopped from outside" if -code == signal.SIGKILL else ""
-    return f"was killed by signal {-code} ({name}{hint})"
+    """How a process ended, in words: 'was killed by signal 9 (SIGKILL...)', 'exited with code 1'."""
+    return "exited (code 0) while the training still needed it" if code == 0 else stops.ended(code)

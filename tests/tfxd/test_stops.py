@@ -70,3 +70,9 @@ def test_a_process_that_does_not_stop_is_ended_at_its_deadline_with_the_signals_
            "exit status 143" in err
     # without a deadline (a local run, whose cleanup may take its time) nothing ends the process for it
     assert stops.DEADLINE_SECONDS < stops.STOP_SECONDS < stops.GRACE_SECONDS
+
+
+def test_how_a_process_ended_is_said_from_its_return_code():
+    assert stops.ended(-9) == "was killed by signal 9 (SIGKILL: out of memory, or stopped from outside)"
+    assert stops.ended(-15) == "was killed by signal 15 (SIGTERM)"
+    assert stops.ended(1) == "exited with code 1"
