@@ -259,7 +259,10 @@ class Launcher:
             code = _wait(process)
         if code != 0:
             what = "" if phase == "main" else f" (its {phase} container)"
-            raise TaskFailed(io.name, f"exit code {code}{what}: {_log_reason(io.log)}", io.log, exit_code=code)
+            # the engine's account first, where one of tfxd's ran the task's Beam job and something ended there
+            fault = self.replay.engine.fault() if self.replay.engine is not None else None
+            raise TaskFailed(io.name, f"exit code {code}{what}: {fault or _log_reason(io.log)}", io.log,
+                             exit_code=code)
 
     def _argv(self, io: TaskIO, spec: dict[str, Any], executor_input: dict[str, Any], phase: str) -> list[str]:
         """The container's command and args, localized, placeholders filled, Beam and the Vertex

@@ -5,13 +5,17 @@ processes, as they do beside a cluster's TaskManagers.
 
 Both run in their own process groups and are stopped as groups when the run ends however it ends (the
 pool's workers, the JVM's threads and its temporary folders go with them), so that a run, a failure or
-Ctrl-C leaves no JVM, no worker pool and no port held. The components find both through the environment
-(tfxd.beam_engines: JOB_ENDPOINT_ENV, WORKER_POOL_ENV), which the Beam arguments read as TFX placeholders.
+Ctrl-C leaves no JVM, no worker pool and no port held; the kernel ends both when the process that started
+them is killed outright (SIGKILL leaves it no `finally`). While the run uses them a watch
+(pipeline/run/engine_watch.py) says what ended, and cancels the job Beam would wait on for ever. The
+components find both through the environment (tfxd.beam_engines: JOB_ENDPOINT_ENV, WORKER_POOL_ENV), which
+the Beam arguments read as TFX placeholders.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import re
 import shutil
@@ -36,6 +40,7 @@ from tfxd.beam_engines import (
     java,
 )
 from tfxd.pipeline.assembly.beam_args import engine_workers
+from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
 from tfxd.pipeline.spec.document import Spec
 
@@ -54,6 +59,11 @@ class RunningEngine:
     worker_pool: str | None  # host:port of tfxd's SDK worker pool; None when the cluster's pools serve
     job_server_log: str
     worker_log: str | None
+    watch: EngineWatch
+
+    def fault(self) -> str | None:
+        """What ended or was cancelled on the engine while the run used it (the watch's account)."""
+        return self.watch.fault
 
     def where_logs_are(self) -> str:
         logs = [f"the {self.engine.title} job server's log: {self.job_server_log}"]
@@ -101,12 +111,13 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
     scratch = tempfile.mkdtemp(prefix=f"tfxd-{engine.name}-")
     group = _Processes()
     saved = {key: os.environ.get(key) for key in (JOB_ENDPOINT_ENV, WORKER_POOL_ENV)}
+    watch = None
     try:
-        worker_log = pool = None
+        worker_log = pool = pool_process = None
         if embedded:
             worker_log = os.path.join(log_dir, "sdk-workers.log")
             pool = f"127.0.0.1:{_free_port()}"
-            group.start("the SDK worker pool", _worker_pool_command(pool), worker_log, _worker_env())
+            pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log, _worker_env())
             _wait_listening(pool, group, "the SDK worker pool", worker_log)
         job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
         endpoint = f"127.0.0.1:{_free_port()}"
@@ -117,10 +128,14 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         os.environ[JOB_ENDPOINT_ENV] = endpoint
         if pool:
             os.environ[WORKER_POOL_ENV] = pool
+        watch = EngineWatch(engine.title, list(group.running), pool_process, endpoint)
+        watch.start()
         where = f"embedded, {workers} SDK worker processes" if embedded else f"submitting to {master}"
         console.info(f"{engine.title} {engine.version} through Beam's job server ({where}); log: {job_log}")
-        yield RunningEngine(engine, endpoint, pool, job_log, worker_log)
+        yield RunningEngine(engine, endpoint, pool, job_log, worker_log, watch)
     finally:
+        if watch is not None:
+            watch.stop()
         group.stop()
         shutil.rmtree(scratch, ignore_errors=True)
         for key, value in saved.items():
@@ -181,11 +196,12 @@ class _Processes:
     def __init__(self) -> None:
         self.running: list[tuple[str, subprocess.Popen]] = []
 
-    def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> None:
+    def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
         with open(log, "ab") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, start_new_session=True)
+                                       env=env, start_new_session=True, preexec_fn=_ended_with_parent)
         self.running.append((name, process))
+        return process
 
     def exited(self) -> tuple[str, int] | None:
         for name, process in self.running:
@@ -203,6 +219,19 @@ class _Processes:
             _signal_group(process, signal.SIGKILL)  # the group: SDK workers outlive a stopped pool
             process.wait()
         self.running.clear()
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+# looked up here, not in the forked child: a child of a process with threads must not load libraries
+_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+
+
+def _ended_with_parent() -> None:
+    """In the child before it runs the engine: SIGKILL when the thread that started it ends (Linux's
+    PR_SET_PDEATHSIG), so that a tfxd killed outright leaves no engine behind. The SDK workers, the pool's
+    children, end on their own once the job server's connection is gone."""
+    if _prctl is not None:
+        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:

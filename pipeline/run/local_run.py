@@ -204,8 +204,10 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     if failure is not None:
         failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
-        reason = (engine and beam_engine.engine_reason(str(failure))) or _reason(failure, root)
-        if engine is not None:  # the engine's own account: a job that failed there, an SDK worker's traceback
+        # the engine's own account: what ended or was cancelled there, a job that failed there, an SDK
+        # worker's traceback
+        reason = (engine and (engine.fault() or beam_engine.engine_reason(str(failure)))) or _reason(failure, root)
+        if engine is not None:
             reason = f"{reason}\n    {engine.where_logs_are()}"
         raise RunFailed(component, reason, paths.log) from None
     return summary

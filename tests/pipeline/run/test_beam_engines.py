@@ -1,6 +1,7 @@
 """Beam on real engines: the taxi example end to end on an embedded Flink (2 SDK worker processes) and on a
 Spark standalone cluster (a master and a worker, separate JVMs on loopback), each against the DirectRunner
-run of the same spec; what a machine without Java is told; nothing of the engines left running."""
+run of the same spec; what a machine without Java is told; an engine failing or stopped mid-run; nothing of
+the engines left running."""
 
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ WORKERS = ("--set", "beam.workers=2")
 
 
 def _ours() -> list[str]:
-    """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool, an SDK worker."""
-    out = subprocess.run(["ps", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool, an SDK worker
+    (whole command lines: ps cuts them at 80 columns where its output is not a terminal)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     marks = ("JobServerDriver", "worker_pool_main", "SdkHarness", "org.apache.spark.deploy")
     return [line for line in out.splitlines() if any(mark in line for mark in marks)]
 
@@ -197,19 +199,21 @@ def test_an_engine_that_cannot_start_fails_the_run_naming_it_and_leaves_nothing(
     assert shutil.which("java")  # the real one is untouched
 
 
-@pytest.mark.reliability("environment fault")
-def test_an_sdk_worker_killed_mid_transform_fails_it_by_name_and_the_rerun_resumes_from_the_cache(
-        tmp_path_factory):
-    """SIGKILL to the SDK workers while Transform's job runs on Flink: Transform fails, named, with the
-    engine's logs; nothing is left running; the rerun takes ExampleGen to ExampleValidator from the cache."""
-    folder = example_project(tmp_path_factory, "taxi")
+def _up_to_transform(folder: Path) -> subprocess.Popen:
+    """`tfxd run --to Transform` on an embedded Flink, returned once Transform has started."""
     command = [os.path.join(os.path.dirname(sys.executable), "tfxd"), "run", "taxi.yaml", "--to", "Transform",
                "--set", "beam.runner=flink", *WORKERS]
     process = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
     for line in process.stdout:
         if line.startswith("> Transform"):
-            break
+            return process
+    raise AssertionError(f"Transform never started: {process.communicate(timeout=60)}")
+
+
+def _kill_busy_workers(process: subprocess.Popen) -> list[str]:
+    """SIGKILL to the SDK workers Transform's job started, once connected and busy with its bundles (one
+    killed before it connects: tests/pipeline/run/test_engine_watch.py)."""
     earlier = {line.split()[0] for line in _ours() if "SdkHarness" in line}  # earlier jobs', kept a minute
     seen: dict[str, float] = {}
     killed: list[str] = []
@@ -218,19 +222,58 @@ def test_an_sdk_worker_killed_mid_transform_fails_it_by_name_and_the_rerun_resum
             pid = line.split()[0]
             if "SdkHarness" in line and pid not in earlier:
                 seen.setdefault(pid, time.monotonic())
-        # a worker connected and busy with Transform's bundles (one killed before it connects leaves Beam's
-        # job server waiting for it: README, "Beam on Flink and Spark")
         busy = [pid for pid, since in seen.items() if time.monotonic() - since > 8]
         for pid in busy:
             os.kill(int(pid), signal.SIGKILL)
         killed.extend(busy)
         time.sleep(0.2)
-    out, err = process.communicate(timeout=600)
-    said = out + err
+    return killed
+
+
+def _job_server(process: subprocess.Popen) -> int:
+    """The pid of the job server JVM a `tfxd run` started."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        found = [line.split()[0] for line in _ours() if "JobServerDriver" in line]
+        if found:
+            return int(found[0])
+        time.sleep(0.2)
+    raise AssertionError(f"no job server: {_ours()}; {process.communicate(timeout=60)}")
+
+
+@pytest.mark.reliability("environment fault")
+def test_an_engine_that_fails_or_is_stopped_mid_transform_fails_it_by_name_and_the_rerun_resumes(tmp_path_factory):
+    """Transform on an embedded Flink, stopped three ways, each leaving nothing running: its SDK workers
+    killed (Transform fails naming them and the engine's logs), the job server killed (Transform fails naming
+    it) and Ctrl-C (interrupted, exit 130; tfxd killed outright: tests/pipeline/run/test_engine_watch.py).
+    Then the run resumes: ExampleGen to ExampleValidator from the cache, Transform runs."""
+    folder = example_project(tmp_path_factory, "taxi")
+
+    process = _up_to_transform(folder)
+    killed = _kill_busy_workers(process)
+    said = "".join(process.communicate(timeout=600))
     assert killed and process.returncode == 1, said
-    assert "Transform failed:" in said and "sdk-workers.log" in said and "flink-job-server.log" in said
+    assert "Transform failed: an SDK worker (worker id " in said and "was killed by signal 9 (SIGKILL" in said
+    assert "sdk-workers.log" in said and "flink-job-server.log" in said
     assert "Traceback" not in said
     assert _ours() == []
+
+    process = _up_to_transform(folder)
+    os.kill(_job_server(process), signal.SIGKILL)
+    said = "".join(process.communicate(timeout=600))
+    assert process.returncode == 1, said
+    assert ("Transform failed: Beam's Flink job server was killed by signal 9 (SIGKILL: out of memory, or "
+            "stopped from outside) while the run used it") in said
+    assert "Traceback" not in said
+    assert _ours() == []
+
+    process = _up_to_transform(folder)
+    process.send_signal(signal.SIGINT)
+    said = "".join(process.communicate(timeout=120))
+    assert process.returncode == 130, said
+    assert "interrupted by SIGINT during Transform" in said
+    assert _ours() == []
+
     rerun = tfxd("run", "taxi.yaml", "--to", "Transform", "--set", "beam.runner=flink", *WORKERS, cwd=folder)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     statuses = {c["name"]: c["status"] for c in summaries(folder)[-1]["components"]}
