@@ -11,6 +11,9 @@ UV      := $(or $(shell command -v uv 2>/dev/null),.tools/bin/uv)
 # Python 3.10: on PATH, else under pyenv (TFX 1.16 needs 3.10)
 PY310   := $(or $(shell python3.10 -c 'import sys; print(sys.executable)' 2>/dev/null),$(lastword $(sort $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10))))
 DEMO_DIR := build/demo
+# pytest-xdist workers for `make test` (tests/conftest.py groups the tests): the suite is mostly one busy
+# process at a time, so two workers keep a 2-core machine's cores busy
+TEST_WORKERS ?= 2
 EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 # Beam's Flink and Spark job servers (and Spark itself): jars from Maven Central, pinned by engines/*/pom.xml
 # and engines/jars.sha256, where tfxd finds them at run time (tfxd/beam_engines.py)
@@ -70,7 +73,7 @@ lint: setup
 	$(VENV)/bin/ruff check .
 
 test: setup examples engines lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: setup examples engines
 	$(PY) bench/run.py

@@ -63,3 +63,28 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
     if marker is not None:
         assert marker.args and marker.args[0] in RELIABILITY_KINDS, marker.args
         record_property("reliability", marker.args[0])
+
+
+# `make test` runs the suite on two pytest-xdist workers (--dist loadgroup), a group at a time per worker: a
+# test file's tests together (its module fixtures, e.g. one taxi run, are made once), and every test that
+# starts a Beam engine in one group, one after the other, since each checks that no engine process of any
+# run is left (tests/pipeline/run/test_beam_engines.py: _ours).
+ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/test_engine_watch.py",
+                "tests/kubeflow/test_beam_engines_compiled.py")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = Path(item.fspath).relative_to(REPO).as_posix()
+        item.add_marker(pytest.mark.xdist_group("engines" if path in ENGINE_FILES else path))
+
+
+@pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) does not know the hook
+def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
+    """The test ids a worker collected, in the controller: without their groups (pytest 9.2 made pytest-xdist's
+    grouping a silent no-op, pytest-xdist #1386; pyproject.toml pins pytest below it) engine tests would run
+    side by side, so stop."""
+    if node.config.getvalue("dist") == "loadgroup" and any("@" not in nodeid for nodeid in ids):
+        pytest.exit("pytest-xdist did not group the tests (--dist loadgroup): engine tests would run side by side; "
+                    "see pytest-xdist #1386 and the pytest pin in pyproject.toml", returncode=3)

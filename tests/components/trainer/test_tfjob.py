@@ -186,7 +186,7 @@ def rbac_allows() -> set[tuple[str, str]]:
 def test_success_follows_the_job_to_its_end(task, caplog):
     script = Script([(0.2, pods(ALL_RUNNING)), (0.5, write_model(task.model_uri)),
                      (0.1, pods({("Chief", 0): DONE, ("Worker", 0): DONE, ("Worker", 1): DONE, ("PS", 0): RUNNING}))])
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")  # absl logs it; tf.Transform, run in-process earlier, sets absl to WARNING
     with serve(script) as api:
         task(api)
     job = script.jobs[0]
@@ -258,7 +258,7 @@ def test_the_operators_deadline_and_the_steps_own(task, monkeypatch):
 
 
 def test_a_retried_step_takes_over_or_replaces_its_own_job(task, caplog, tmp_path):
-    caplog.set_level("INFO")
+    caplog.set_level("INFO", logger="absl")  # absl logs it; tf.Transform, run in-process earlier, sets absl to WARNING
     # the first attempt's job still runs (its pod was evicted): the retry replaces it under the same name
     script = Script([(0.2, pods(ALL_RUNNING))])
     with serve(script) as api:
