@@ -28,6 +28,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -72,13 +73,16 @@ def _children(parent: int) -> dict[int, tuple[str, str, int]]:
     return found
 
 
-def cancel_running_jobs(endpoint: str) -> list[str]:
-    """Cancel every job of the job server at ``endpoint`` that has not ended; their ids."""
+def cancel_running_jobs(endpoint: str, saying: Callable[[], None] | None = None) -> list[str]:
+    """Cancel every job of the job server at ``endpoint`` that has not ended; their ids. ``saying`` runs
+    before the first is cancelled: the job's client, seeing CANCELLED at once, reads what was said."""
     cancelled = []
     with grpc.insecure_channel(endpoint) as channel:
         stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
         for job in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10).job_info:
             if job.state in _LIVE_JOB_STATES:
+                if saying is not None and not cancelled:
+                    saying()
                 stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job.job_id), timeout=10)
                 cancelled.append(job.job_id)
     return cancelled
@@ -119,8 +123,9 @@ class EngineWatch:
         self._faults: list[str] = []
         self._workers: dict[int, str] = {}  # pid -> worker id, learnt while the worker lives
         self._unreaped: dict[int, float] = {}  # pid of an ended worker -> when the watch saw it ended
-        self._reported: set[int] = set()
-        self._cancelled = False
+        self._ended: set[str] = set()  # the processes (by name) whose end was said
+        self._reported: set[int] = set()  # the ended workers (by pid) said
+        self._stranded: set[int] = set()  # the ended workers (by pid) whose jobs were cancelled
         self._refuser: grpc.Server | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"tfxd-{title.lower()}-watch", daemon=True)
@@ -155,11 +160,11 @@ class EngineWatch:
 
     def _look_at_processes(self) -> None:
         for name, process in self.processes:
-            if process.poll() is not None and id(process) not in self._reported:
-                self._reported.add(id(process))
+            if process.poll() is not None and name not in self._ended:
+                self._ended.add(name)
                 self._faults.append(f"{name} {stops.ended(process.returncode)} while the run used it")
                 if process is self.pool:
-                    self._cancel()  # the job server cannot get new workers: end its jobs now
+                    cancel_running_jobs(self.job_endpoint)  # the job server cannot get new workers: end its jobs now
                 else:
                     self._refuser = refusing_server(self.job_endpoint, self._faults[-1])
 
@@ -177,12 +182,8 @@ class EngineWatch:
                 worker = self._workers.get(pid)
                 named = f"worker id {worker}, pid {pid}" if worker else f"pid {pid}"
                 self._faults.append(f"an SDK worker ({named}) {stops.ended(_returncode(status))}")
-            if now - ended >= STRANDED_SECONDS:
-                self._cancel(f"{self.title} kept waiting for that worker to connect, so tfxd cancelled its job")
-
-    def _cancel(self, why: str | None = None) -> None:
-        if self._cancelled:
-            return
-        self._cancelled = True
-        if cancel_running_jobs(self.job_endpoint) and why:
-            self._faults.append(why)
+            # once per worker: it stays a zombie of the pool, and later jobs are not its
+            if now - ended >= STRANDED_SECONDS and pid not in self._stranded:
+                self._stranded.add(pid)
+                cancel_running_jobs(self.job_endpoint, lambda: self._faults.append(
+                    f"{self.title} kept waiting for that worker to connect, so tfxd cancelled its job"))

@@ -49,26 +49,35 @@ def _kill_first_worker(pool_pid: int, killed: list[int], done: threading.Event) 
         time.sleep(0.01)
 
 
+def _count_with_the_first_worker_killed(engine: beam_engine.RunningEngine) -> int:
+    """_count with its first SDK worker killed before it connects: the job is cancelled; the worker's pid."""
+    killed: list[int] = []
+    done = threading.Event()
+    killer = threading.Thread(target=_kill_first_worker, args=(engine.watch.pool.pid, killed, done))
+    killer.start()
+    try:
+        with pytest.raises(RuntimeError, match="failed in state CANCELLED"):
+            _count(engine)
+    finally:
+        done.set()
+        killer.join()
+    assert killed
+    return killed[0]
+
+
 @pytest.mark.timeout(600)  # without the watch the second pipeline never ends
 @pytest.mark.reliability("environment fault")
 def test_a_worker_that_dies_before_it_connects_fails_the_job_instead_of_hanging(tmp_path):
     with beam_engine.running(ENGINES["flink"], None, 2, str(tmp_path)) as engine:
         assert _count(engine) == 100
         assert engine.fault() is None  # the job server stopped its workers: no fault
-        killed: list[int] = []
-        done = threading.Event()
-        killer = threading.Thread(target=_kill_first_worker, args=(engine.watch.pool.pid, killed, done))
-        killer.start()
-        try:
-            with pytest.raises(RuntimeError, match="failed in state CANCELLED"):
-                _count(engine)
-        finally:
-            done.set()
-            killer.join()
-        assert killed
-        assert engine.fault() == (f"an SDK worker (pid {killed[0]}) was killed by signal 9 (SIGKILL: out of "
-                                  "memory, or stopped from outside); Flink kept waiting for that worker to "
-                                  "connect, so tfxd cancelled its job")
+        killed = _count_with_the_first_worker_killed(engine)
+        said = (f"an SDK worker (pid {killed}) was killed by signal 9 (SIGKILL: out of memory, or stopped from "
+                "outside); Flink kept waiting for that worker to connect, so tfxd cancelled its job")
+        assert engine.fault() == said
+        # a later job's stranded worker is cancelled too (the first stays a zombie of the pool)
+        again = _count_with_the_first_worker_killed(engine)
+        assert again != killed and engine.fault() == f"{said}; {said.replace(str(killed), str(again))}"
         log = (tmp_path / "flink-job-server.log").read_text(errors="replace")
         assert "Still waiting for startup of environment" not in log  # Beam's own two-minute wait never came
     assert _ours() == []
