@@ -70,7 +70,7 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
 # starts a Beam engine in one group, one after the other, since each checks that no engine process of any
 # run is left (tests/pipeline/run/test_beam_engines.py: _ours).
 ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/test_engine_watch.py",
-                "tests/kubeflow/test_beam_engines_compiled.py")
+                "tests/kubeflow/test_beam_engines_compiled.py", "tests/tfxd/test_beam_runners.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids

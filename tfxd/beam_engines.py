@@ -39,7 +39,7 @@ JVM_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in 
 class Engine:
     name: str  # the spec's beam.runner
     title: str
-    runner: str  # Beam's Python runner class
+    runner: str  # the Python runner class Beam loads (`--runner`): Beam's, reads spread (tfxd/beam_runners.py)
     main: str  # the job server's main class
     master_flag: str  # the job server's flag naming the cluster's master
     version: str  # the engine's own version, as installed
@@ -49,9 +49,9 @@ class Engine:
 
 
 ENGINES: dict[str, Engine] = {
-    "flink": Engine("flink", "Flink", "FlinkRunner", "org.apache.beam.runners.flink.FlinkJobServerDriver",
+    "flink": Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", "org.apache.beam.runners.flink.FlinkJobServerDriver",
                     "--flink-master", "1.19"),
-    "spark": Engine("spark", "Spark", "SparkRunner", "org.apache.beam.runners.spark.SparkJobServerDriver",
+    "spark": Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", "org.apache.beam.runners.spark.SparkJobServerDriver",
                     "--spark-master-url", "3.5.6"),
 }
 

@@ -130,10 +130,12 @@ def in_memory(args: list[str]) -> list[str]:
 
 
 def compiled_engine(args: list[str]) -> tuple[str, int] | None:
-    """The engine compiled Beam ``args`` submit to (flink or spark, from the runner) and their parallelism
-    (0: not given), None for another runner."""
+    """The engine compiled Beam ``args`` submit to (flink or spark, from the runner: tfxd's, or Beam's own
+    of the same name, which files compiled before tfxd's runners carry) and their parallelism (0: not
+    given), None for another runner."""
     runner = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--runner=")), None)
-    name = next((engine.name for engine in ENGINES.values() if engine.runner == runner), None)
+    name = next((engine.name for engine in ENGINES.values()
+                 if runner and runner.rsplit(".", 1)[-1] == engine.runner.rsplit(".", 1)[-1]), None)
     if name is None:
         return None
     parallelism = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--parallelism=")), "0")

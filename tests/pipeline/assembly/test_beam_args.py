@@ -7,7 +7,7 @@ from unittest import mock
 
 from tests.conftest import BASE_SPEC, write_spec
 from tfxd.beam_engines import JOB_ENDPOINT_ENV, WORKER_POOL_ENV
-from tfxd.pipeline.assembly.beam_args import IN_MEMORY_BELOW_BYTES, beam_args
+from tfxd.pipeline.assembly.beam_args import IN_MEMORY_BELOW_BYTES, beam_args, compiled_engine
 from tfxd.pipeline.spec.load import load_spec
 
 VERTEX = """targets:
@@ -57,7 +57,7 @@ def test_an_engine_started_here_is_found_through_the_environment(project):
     from tfx.orchestration.portable import data_types
 
     args = args_for(project, "beam: {runner: flink, workers: 2}\n")
-    assert args[0] == "--runner=FlinkRunner" and args[2] == "--environment_type=EXTERNAL"
+    assert args[0] == "--runner=tfxd.beam_runners.FlinkRunner" and args[2] == "--environment_type=EXTERNAL"
     assert args[4:] == ["--environment_cache_millis=60000", "--parallelism=2", "--sdk_worker_parallelism=2",
                         "--sdk_container_image=none-needed-by-the-direct-runner"]
     context = placeholder_utils.ResolutionContext(exec_info=data_types.ExecutionInfo())
@@ -66,7 +66,7 @@ def test_an_engine_started_here_is_found_through_the_environment(project):
         resolved = [placeholder_utils.resolve_placeholder_expression(arg.encode(), context) for arg in args[1:4:2]]
     assert resolved == ["--job_endpoint=127.0.0.1:1234", "--environment_config=127.0.0.1:5678"]
     spark = args_for(project, "beam: {runner: spark, master: 'spark://h:7077'}\n")
-    assert spark[0] == "--runner=SparkRunner" and spark[3] == "--environment_config=localhost:50000"
+    assert spark[0] == "--runner=tfxd.beam_runners.SparkRunner" and spark[3] == "--environment_config=localhost:50000"
     assert not any(isinstance(arg, str) and arg.startswith("--parallelism") for arg in spark)
 
 
@@ -74,7 +74,7 @@ def test_on_a_cluster_the_engine_is_the_job_server_the_spec_names(project):
     spec = load_spec(str(write_spec(project, BASE_SPEC + "beam: {runner: flink, workers: 4, job_endpoint: "
                                     "'beam-flink-job-server:8099', args: [--max_parallelism=8]}\n"))).spec
     assert beam_args(spec, image="img:1") == [
-        "--runner=FlinkRunner", "--job_endpoint=beam-flink-job-server:8099", "--environment_type=EXTERNAL",
+        "--runner=tfxd.beam_runners.FlinkRunner", "--job_endpoint=beam-flink-job-server:8099", "--environment_type=EXTERNAL",
         "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--parallelism=4", "--sdk_container_image=img:1",
         "--max_parallelism=8"]
 
@@ -88,3 +88,11 @@ def test_direct_runner_is_pinned_past_the_prism_detour(project):
         assert f"--update_compatibility_version={version('apache-beam')}" in args_for(project, beam)
     flink = args_for(project, "beam: {runner: flink, job_endpoint: 'localhost:8099'}\n")
     assert not any(a.startswith("--update_compatibility_version") for a in flink)
+
+
+def test_a_compiled_file_names_its_engine_by_tfxds_runner_or_beams():
+    """Files compiled before tfxd's runners (tfxd/beam_runners.py) carry Beam's own runner names."""
+    assert compiled_engine(["--runner=tfxd.beam_runners.SparkRunner", "--job_endpoint=x:1"]) == ("spark", 0)
+    assert compiled_engine(["--runner=FlinkRunner", "--parallelism=4"]) == ("flink", 4)
+    assert compiled_engine(["--runner=DirectRunner"]) is None
+    assert compiled_engine(["--parallelism=4"]) is None
