@@ -30,14 +30,28 @@ from tfxd.trainer_module.cluster import ADDRESSES_ENV
 TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
 
 
+# The operator's own deployment may set this; the controller then names replicas `....svc.<domain>`.
+CLUSTER_DOMAIN_ENV = "CUSTOM_CLUSTER_DOMAIN"
+
+
 def tf_configs(job: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
-    """(replica type, index) -> the TF_CONFIG the operator writes for that replica."""
+    """(replica type, index) -> the TF_CONFIG the operator writes for that replica (genClusterSpec: the
+    service `<job>-<type>-<i>.<ns>.svc`, then `.<domain>` when the operator's CUSTOM_CLUSTER_DOMAIN is set,
+    at the default port; the types in the order Go writes a map's keys)."""
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     specs = job["spec"]["tfReplicaSpecs"]
-    cluster = {kind.lower(): [f"{pod_name(name, kind, i)}.{namespace}.svc:{manifest.PORT}"
-                              for i in range(specs[kind].get("replicas", 1))] for kind in specs}
+    domain = os.environ.get(CLUSTER_DOMAIN_ENV)
+    suffix = f".{namespace}.svc" + (f".{domain}" if domain else "")
+    cluster = {kind.lower(): [f"{pod_name(name, kind, i)}{suffix}:{manifest.PORT}"
+                              for i in range(specs[kind].get("replicas", 1))]
+               for kind in sorted(specs, key=str.lower)}
     return {(kind, i): {"cluster": cluster, "task": {"type": kind.lower(), "index": i}, "environment": "cloud"}
             for kind in specs for i in range(specs[kind].get("replicas", 1))}
+
+
+def written(config: dict[str, Any]) -> str:
+    """A TF_CONFIG as the operator's controller writes it into the pod (Go's encoding/json: no spaces)."""
+    return json.dumps(config, separators=(",", ":"))
 
 
 def pod_name(job: str, kind: str, index: int) -> str:
@@ -143,7 +157,7 @@ class LocalTrainingOperator:
             template = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
             container = next(c for c in template["containers"] if c["name"] == manifest.CONTAINER)
             env = {**os.environ, **self.env, **{e["name"]: e.get("value", "") for e in container.get("env", [])},
-                   "TF_CONFIG": json.dumps(config), ADDRESSES_ENV: json.dumps(addresses)}
+                   "TF_CONFIG": written(config), ADDRESSES_ENV: json.dumps(addresses)}
             env.pop("KUBERNETES_SERVICE_HOST", None)
             log_path = os.path.join(self.log_dir, f"{pod_name(key[1], kind, index)}.log")
             with open(log_path, "w", encoding="utf-8") as log:

@@ -161,7 +161,8 @@ def test_the_training_operators_tf_config_with_its_addresses_moved_to_loopback()
     env = {"TF_CONFIG": json.dumps(configs[("Chief", 0)]), "TFXD_CLUSTER_ADDRESSES": json.dumps(moved)}
     chosen = plan(env, Devices())
     assert (chosen.strategy, chosen.replicas, chosen.is_chief, chosen.role) == ("parameter_server", 2, True, "train")
-    assert chosen.cluster["cluster"]["worker"] == ["localhost:2001", "localhost:2002"]
+    assert chosen.cluster["cluster"]["worker"] == [moved["taxi-trainer-1-worker-0.team-a.svc:2222"],
+                                                   moved["taxi-trainer-1-worker-1.team-a.svc:2222"]]
     two = {"metadata": job["metadata"], "spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 1}}}}
     worker = plan({"TF_CONFIG": json.dumps(tf_configs(two)[("Worker", 0)])}, Devices())
     assert (worker.strategy, worker.replicas, worker.is_chief) == ("multi_worker_mirrored", 2, False)
