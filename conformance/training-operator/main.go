@@ -100,13 +100,14 @@ func judge(crdPath, manifestPath string) (map[string]*string, error) {
 	if err, _ := objectmeta.CoerceWithOptions(nil, object, structural, true, objectmeta.CoerceOptions{ReturnUnknownFieldPaths: true}); err != nil {
 		return nil, fmt.Errorf("%s", err.Error())
 	}
+	resource := &unstructured.Unstructured{Object: object}
 	errs := validation.ValidateCustomResource(nil, object, validator)
-	errs = append(errs, apimachineryvalidation.ValidateObjectMetaAccessor(&unstructured.Unstructured{Object: object}, true,
+	errs = append(errs, apimachineryvalidation.ValidateObjectMetaAccessor(resource, true,
 		apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
 	errs = append(errs, objectmeta.Validate(nil, object, structural, true)...)
 	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, structural, object)...)
 	if len(errs) > 0 {
-		return nil, fmt.Errorf("TFJob.kubeflow.org %q is invalid: %s", name(object), errs.ToAggregate().Error())
+		return nil, fmt.Errorf("TFJob.kubeflow.org %q is invalid: %s", resource.GetName(), errs.ToAggregate().Error())
 	}
 	job := &kubeflowv1.TFJob{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object, job); err != nil {
@@ -178,15 +179,6 @@ func tfConfig(template *corev1.PodTemplateSpec) *string {
 		}
 	}
 	return nil
-}
-
-func name(object map[string]interface{}) string {
-	if meta, ok := object["metadata"].(map[string]interface{}); ok {
-		if n, ok := meta["name"].(string); ok {
-			return n
-		}
-	}
-	return ""
 }
 
 func quoteAll(paths []string) string {

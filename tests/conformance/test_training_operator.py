@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -26,17 +25,17 @@ from tfxd.trainer_module.planner import Devices, plan
 JUDGE = REPO / "build" / "conformance" / "training-operator"
 
 
-def judged(body: dict[str, Any], tmp_path: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """The operator program's answer for ``body`` (written as YAML, as a user would kubectl apply it)."""
+def judged(body: dict[str, Any], tmp_path: Path) -> subprocess.CompletedProcess:
+    """The operator program's answer for ``body`` (written as YAML, as a user would kubectl apply it), under
+    this process's environment (the controller reads CUSTOM_CLUSTER_DOMAIN from its own)."""
     assert JUDGE.is_file(), f"{JUDGE} is missing: `make conformance` builds it (make test does)"
     path = tmp_path / f"{body['metadata']['name']}.yaml"
     path.write_text(yaml.safe_dump(body))
-    return subprocess.run([str(JUDGE), str(path)], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run([str(JUDGE), str(path)], capture_output=True, text=True, timeout=60)
 
 
-def accepted(body: dict[str, Any], tmp_path: Path, env: dict[str, str] | None = None) -> dict[str, str]:
-    result = judged(body, tmp_path, env)
+def accepted(body: dict[str, Any], tmp_path: Path) -> dict[str, str]:
+    result = judged(body, tmp_path)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 
@@ -46,9 +45,10 @@ def stand_in(body: dict[str, Any]) -> dict[str, str]:
             for (kind, index), config in training_operator.tf_configs(body).items()}
 
 
-CASES = {  # what tfxd makes: MultiWorkerMirrored over 2 workers; ParameterServer, chief + 2 workers + 1 ps
-    "two-workers": {"workers": 2, "parameter_servers": 0},
-    "chief-two-workers-one-ps": {"workers": 2, "parameter_servers": 1},
+CASES = {  # what tfxd makes, and the replicas the operator makes of it: MultiWorkerMirrored over 2 workers;
+    # ParameterServer with a chief, 2 workers and 1 ps
+    "two-workers": ({"workers": 2, "parameter_servers": 0}, {"chief-0", "worker-0"}),
+    "chief-two-workers-one-ps": ({"workers": 2, "parameter_servers": 1}, {"chief-0", "worker-0", "worker-1", "ps-0"}),
 }
 
 
@@ -56,12 +56,11 @@ CASES = {  # what tfxd makes: MultiWorkerMirrored over 2 workers; ParameterServe
 def test_the_real_controller_writes_the_stand_ins_tf_config(case, tmp_path, monkeypatch):
     # settings as test_tfjob's: resources with a GPU, a node selector, tolerations, a service account; and the
     # owner reference the Trainer step puts on the job
-    body = manifest.body(f"taxi-trainer-{case}", NAMESPACE, settings(tmp_path, **CASES[case]), ["--args"],
+    trainer, replicas = CASES[case]
+    body = manifest.body(f"taxi-trainer-{case}", NAMESPACE, settings(tmp_path, **trainer), ["--args"],
                          owner={"name": "taxi-trainer-step-pod", "uid": "0a1b2c3d-0000-4000-8000-000000000001"})
     real = accepted(body, tmp_path)
     assert real == stand_in(body)
-    replicas = {"two-workers": {"chief-0", "worker-0"},
-                "chief-two-workers-one-ps": {"chief-0", "worker-0", "worker-1", "ps-0"}}[case]
     assert set(real) == replicas
     # the cluster domain the operator's deployment may set: both name `...svc.<domain>`
     monkeypatch.setenv(training_operator.CLUSTER_DOMAIN_ENV, "cluster.local")
