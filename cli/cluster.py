@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from tfxd import console, stops
+from tfxd import console, keys, stops
 from tfxd.cli.options import (
     CLUSTER_TARGETS,
     cluster_target,
@@ -26,7 +26,6 @@ from tfxd.cli.options import (
 )
 from tfxd.pipeline.spec.load import load_spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
-from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
 SCHEDULE_ACTIONS = ("apply", "pause", "resume", "delete", "list")
 
@@ -115,7 +114,7 @@ def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tu
 @click.command()
 @click.argument("compiled_file", type=click.Path(dir_okay=False))
 @click.option("--project", "project_dir", type=click.Path(file_okay=False), default=".", show_default=True,
-              help=f"The folder the spec was compiled from: it stands for the image's {IMAGE_PROJECT_DIR}.")
+              help=f"The folder the spec was compiled from: it stands for the image's {keys.IMAGE_PROJECT_DIR}.")
 @click.option("--root", type=click.Path(file_okay=False),
               help="Where artifacts and logs go (default PROJECT/tfxd-runs/<pipeline>/replay).")
 @click.option("--param", "params", multiple=True, metavar="NAME=VALUE",

@@ -26,14 +26,9 @@ import yaml
 from kfp import dsl
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
-from tfxd.components.example_gen.span_decision import CREATE_TIME_KEY, SCHEDULE_TIME_KEY
+from tfxd import keys
 from tfxd.files import write_atomic
-from tfxd.pipeline.assembly.dag import (
-    RESOLVER,
-    WARM_START_RESOLVER,
-    runtime_parameters,
-    tfx_pipeline,
-)
+from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
@@ -55,7 +50,7 @@ def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     root = Placement(loaded, target).pipeline_root()
     if target == "kubeflow":
         _for_kubeflow(job["pipelineSpec"], loaded, root)
-    _never_cached(job["pipelineSpec"], (RESOLVER, WARM_START_RESOLVER))
+    _never_cached(job["pipelineSpec"], (keys.RESOLVER, keys.WARM_START_RESOLVER))
     if spec.data.span_pattern is not None:
         _schedule_time(job["pipelineSpec"])
     job["runtimeConfig"]["gcsOutputDirectory"] = root
@@ -88,8 +83,8 @@ def _schedule_time(pipeline_spec: dict[str, Any]) -> None:
     2.17 on). It is never cached, on Vertex either, as its input is the data: the cache key would hold the
     parameters, not the new span (tfxd submit and schedule keep the file's caching options as they are)."""
     task = pipeline_spec["root"]["dag"]["tasks"]["ExampleGen"]
-    for key, placeholder in ((SCHEDULE_TIME_KEY, dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER),
-                             (CREATE_TIME_KEY, dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER)):
+    for key, placeholder in ((keys.SCHEDULE_TIME_KEY, dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER),
+                             (keys.CREATE_TIME_KEY, dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER)):
         task["inputs"]["parameters"][key] = {"runtimeValue": {"constant": placeholder}}
     task["cachingOptions"] = {"enableCache": False}
 

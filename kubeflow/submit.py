@@ -137,7 +137,7 @@ def vertex_sdk(api_endpoint: str | None = None, credentials: Any = None) -> Any:
     config = initializer.global_config
     config._api_endpoint = None
     config._api_transport = None
-    config._credentials = None
+    config._credentials = None  # type: ignore[assignment]  # aiplatform starts it so, annotated or not
     if api_endpoint or credentials is not None:
         # init() without a project would pick REST by itself; say which, always.
         transport = "rest" if api_endpoint and is_uri(api_endpoint) else "grpc"

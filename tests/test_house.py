@@ -1,6 +1,6 @@
 """The house: every module's imports, read from the source, run only downward through the floors below,
 never in a circle; the component packages stay apart; an import inside a function says why; no module
-grows past MAX_LINES. The floors are written once, here (README.md, "Folders", draws the same map)."""
+grows past MAX_LINES. The floors are written once, here (docs/design.md draws the same map)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import ast
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from setuptools.config.pyprojecttoml import read_configuration
 
 from tests.conftest import REPO
 
@@ -26,9 +28,10 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 )
 # Rooms on one floor that do not import each other: each component stands on its own.
 APART = tuple(f"tfxd.components.{path.parent.name}" for path in sorted((REPO / "components").glob("*/__init__.py")))
-# The folders of the repository that are tfxd's subpackages (pyproject.toml maps them).
-FOLDERS = {"tfxd": "tfxd", "cli": "tfxd.cli", "pipeline": "tfxd.pipeline", "kubeflow": "tfxd.kubeflow",
-           "components": "tfxd.components", "trainer_module": "tfxd.trainer_module", "examples": "tfxd.examples"}
+# The folders of the repository that are tfxd's subpackages, as pyproject.toml maps them (folder -> package).
+FOLDERS = {folder: package for package, folder in
+           read_configuration(REPO / "pyproject.toml")["tool"]["setuptools"]["package-dir"].items()}
+KEYS = "tfxd.keys"  # where a name that crosses rooms lives
 MAX_LINES = 450
 LAZY = re.compile(r"#.*\bstart-up\b")  # how an import inside a function says why it is there
 
@@ -105,6 +108,52 @@ def _floor(module: str) -> int:
     return best[0]
 
 
+def _room(module: str) -> str:
+    """The room of a module: its component, or else its floor."""
+    apart = next((prefix for prefix in APART if module == prefix or module.startswith(prefix + ".")), None)
+    return apart or FLOORS[_floor(module)][0]
+
+
+def _string_constants(path: Path) -> set[str]:
+    """The module's UPPER_CASE names bound to a string literal at its top level (A = "a"; A, B = "a", "b")."""
+    found = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = (zip(target.elts, node.value.elts, strict=True) if isinstance(target, ast.Tuple)
+                     and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+            found.update(name.id for name, value in pairs if isinstance(name, ast.Name) and name.id.isupper()
+                         and isinstance(value, ast.Constant) and isinstance(value.value, str))
+    return found
+
+
+def _crossing_names(name: str, path: Path, constants: dict[str, set[str]]) -> list[str]:
+    """A string constant this module takes from another room's module, by name or as module.NAME."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    bound: dict[str, str] = {}  # a local name -> the tfxd module it is
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute(node, package)
+            for alias in node.names:
+                if f"{base}.{alias.name}" in MODULES:
+                    bound[alias.asname or alias.name] = f"{base}.{alias.name}"
+                elif alias.name in constants.get(base, ()):
+                    found.append((base, alias.name, node.lineno))
+        elif isinstance(node, ast.Import):
+            bound.update({alias.asname: alias.name for alias in node.names if alias.asname and alias.name in MODULES})
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            module = bound[node.value.id]
+            if node.attr in constants.get(module, ()):
+                found.append((module, node.attr, node.lineno))
+    return [f"{name} (line {line}) takes {constant} from {module}: a name that crosses rooms lives in {KEYS}"
+            for module, constant, line in found
+            if _room(module) != _room(name) and _floor(module) != len(FLOORS) - 1]
+
+
 def test_every_module_stands_on_a_floor():
     assert {name for name in MODULES if _floor(name) == len(FLOORS) - 1} >= {"tfxd", "tfxd.console", "tfxd.keys"}
     assert _floor("tfxd.cli.main") == 0 and _floor("tfxd.pipeline.spec.load") == 5
@@ -123,6 +172,15 @@ def test_components_stay_apart():
     assert {"tfxd.components.example_gen", "tfxd.components.trainer", "tfxd.components.baseline"} <= set(APART)
     crossing = [f"{found.source} (line {found.line}) imports {found.target}" for found in IMPORTS
                 if room(found.source) and room(found.target) and room(found.source) != room(found.target)]
+    assert not crossing, "\n".join(crossing)
+
+
+def test_a_name_that_crosses_rooms_lives_in_keys():
+    """A string one room writes and another reads (a property, a key, a file, a variable's name) is written
+    once, in tfxd/keys.py, not in the module of whichever room happened to need it first. The ground's other
+    tables (engines, metrics, transforms) are shared by design and stay where they are."""
+    constants = {name: _string_constants(path) for name, path in MODULES.items()}
+    crossing = [line for name, path in MODULES.items() for line in _crossing_names(name, path, constants)]
     assert not crossing, "\n".join(crossing)
 
 
@@ -172,6 +230,27 @@ def test_the_checks_see_a_bad_house(tmp_path):
     assert _floor(found[0].target) < _floor(found[0].source)
     circles = sorted(sorted(c) for c in _strongly_connected({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}))
     assert circles == [["a", "b", "c"], ["d"]]
+
+
+def test_the_keys_check_sees_a_name_taken_across_rooms(tmp_path):
+    """Both ways of taking another room's string: by name, and through its module."""
+    module = tmp_path / "compile.py"
+    module.write_text("from tfxd.components.example_gen import span_decision\n"
+                      "from tfxd.pipeline.assembly.dag import BEAM_STEP\n"
+                      "from tfxd.trainer_module.planner import ONE_PROCESS\n"  # a set, not a string: not a key
+                      "from tfxd.beam_engines import ENGINES\n"
+                      "x = span_decision.FILES_KEY\n")
+    constants = {"tfxd.components.example_gen.span_decision": {"FILES_KEY"},
+                 "tfxd.pipeline.assembly.dag": {"BEAM_STEP"}, "tfxd.beam_engines": {"ENGINES"}}
+    found = _crossing_names("tfxd.kubeflow.compile", module, constants)
+    assert [line.split(" takes ")[1].split(":")[0] for line in found] == [
+        "BEAM_STEP from tfxd.pipeline.assembly.dag", "FILES_KEY from tfxd.components.example_gen.span_decision"]
+    assert not _crossing_names("tfxd.components.example_gen.executor", module,
+                               {"tfxd.components.example_gen.span_decision": {"FILES_KEY"}})  # its own room
+    assert "package-dir" not in FOLDERS and FOLDERS["cli"] == "tfxd.cli"  # pyproject's map, read
+    pair = tmp_path / "pair.py"
+    pair.write_text('GROUP, PORT = "kubeflow.org", 2222\nNAME = "x"\nnames = "y"\n')
+    assert _string_constants(pair) == {"GROUP", "NAME"}
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[set[str]]:

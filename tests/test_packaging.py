@@ -110,3 +110,19 @@ def test_only_tfxd_is_importable_beside_a_users_own_packages(tmp_path):
     bare = _python("import importlib.util\n"
                    f"print([n for n in {OTHER_NAMES!r} if importlib.util.find_spec(n)])", tmp_path)
     assert bare.stdout.strip() == "[]", bare.stderr
+
+
+def test_the_typing_tree_lays_out_every_module_where_its_import_name_says(tmp_path):
+    """tools/typing_tree.py: what mypy and editors read. Every module of the package is at the path its
+    import name gives, and is this checkout's own file (a link), with pyproject's map as the only source."""
+    from tests.test_house import MODULES
+    from tools import typing_tree
+
+    typing_tree.write(tmp_path / "typing")
+    for name, path in MODULES.items():
+        parts = name.split(".")
+        module = tmp_path / "typing" / Path(*parts)
+        found = module / "__init__.py" if path.name == "__init__.py" else module.with_suffix(".py")
+        assert found.resolve() == path.resolve(), f"{name}: {found} is not {path}"
+    assert not (tmp_path / "typing.partial").exists()
+    assert sorted(p.name for p in (tmp_path / "typing").iterdir()) == ["tfxd"]

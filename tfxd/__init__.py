@@ -4,7 +4,7 @@ This folder is the ground floor of the house, the few modules every other floor 
 TensorFlow environment, the console, atomic files, the expression language, and the tables of
 names, metrics and transforms that cross rooms), and the root of the import name: the repository's
 top-level folders are its subpackages (``tfxd.cli`` is cli/, ``tfxd.pipeline`` is pipeline/, ...;
-pyproject.toml maps them, for the wheel and for editable installs alike). README.md ("Folders") has
+pyproject.toml maps them, for the wheel and for editable installs alike). docs/design.md has
 the map of the floors.
 
 Every process tfxd starts imports a ``tfxd`` module, so this file is the one place that prepares

@@ -20,6 +20,8 @@ dotted name, in the process that runs the component, here or in the pipeline's i
 
 from __future__ import annotations
 
+from typing import Any
+
 from apache_beam.options.pipeline_options import DebugOptions, PipelineOptions
 from apache_beam.portability import common_urns
 from apache_beam.portability.api import beam_runner_api_pb2
@@ -32,8 +34,8 @@ PRE_OPTIMIZE = "pre_optimize=pack_combiners,lift_combiners,expand_sdf"
 def spread_reads(options: PipelineOptions) -> None:
     """Ask Beam's portable runner to expand splittable DoFns, unless the pipeline chose its own phases."""
     debug = options.view_as(DebugOptions)
-    if debug.lookup_experiment("pre_optimize") is None:
-        debug.add_experiment(PRE_OPTIMIZE)
+    if debug.lookup_experiment("pre_optimize") is None:  # type: ignore[no-untyped-call]  # Beam's, unannotated
+        debug.add_experiment(PRE_OPTIMIZE)  # type: ignore[no-untyped-call]
 
 
 def optimized(proto: beam_runner_api_pb2.Pipeline, options: PipelineOptions) -> beam_runner_api_pb2.Pipeline:
@@ -46,9 +48,9 @@ def optimized(proto: beam_runner_api_pb2.Pipeline, options: PipelineOptions) -> 
 
 
 class _ReadsSpread:
-    def run_portable_pipeline(self, pipeline, options):
+    def run_portable_pipeline(self, pipeline: Any, options: PipelineOptions) -> Any:
         spread_reads(options)
-        return super().run_portable_pipeline(pipeline, options)
+        return super().run_portable_pipeline(pipeline, options)  # type: ignore[misc]  # the runner's, mixed in
 
     _optimize_pipeline = staticmethod(optimized)
 

@@ -60,6 +60,21 @@ class TrainerConfig:
     SPANS = "spans"  # the spans the examples came from (keys.SPANS_PROPERTY), recorded beside the model
 
 
+class TFJob:
+    """The Training Operator's names for a TFJob (kubeflow/training-operator v1.9, pkg/apis/kubeflow.org/v1):
+    the launcher (components/trainer/) writes and watches them, replay's stand-in operator serves them."""
+
+    GROUP = "kubeflow.org"
+    VERSION = "v1"
+    PLURAL = "tfjobs"
+    KIND = "TFJob"
+    CONTAINER = "tensorflow"  # the operator's default container: it gets the port and TF_CONFIG
+    # the labels the operator puts on every replica pod (common_types.go)
+    JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+    REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+    REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
 # The exported model's signatures: serving on serialized raw tf.Examples, and the transform graph alone,
 # through which the Evaluator reads the label and the features from raw examples.
 SERVING_SIGNATURE = "serving_default"
@@ -68,3 +83,32 @@ TRANSFORM_FEATURES_SIGNATURE = "transform_features"
 # Beside the model artifact's Format-Serving folder (the chief's run_fn writes it, the run summary reads
 # it): the plan, the final metrics and the per-epoch history.
 TRAINING_REPORT_FILE = "tfxd_training.json"
+
+# ExampleGen's execution properties that others fill: the reader config pipeline.assembly writes; a span
+# overriding data.spans (the compiled pipeline's `span` parameter); and the schedule's and the run's creation
+# times, which kubeflow/compile.py fills with the cluster's placeholders, for `{span: scheduled}` and
+# `unscheduled: creation_time`.
+READER_CONFIG_KEY = "reader_config"
+SPAN_KEY = "tfxd_span"
+SCHEDULE_TIME_KEY = "tfxd_schedule_time"
+CREATE_TIME_KEY = "tfxd_create_time"
+
+# The functions TFX loads by name inside the Transform and Trainer executors (pipeline.assembly names them).
+PREPROCESSING_FN = "tfxd.components.transform.preprocessing.preprocessing_fn"
+RUN_FN = "tfxd.trainer_module.run_fn.run_fn"
+
+# The pipeline's resolver nodes (pipeline.assembly gives the ids; kubeflow/compile.py keeps them uncached):
+# the latest blessed model the Evaluator compares with, and with training.warm_start the Trainer's base_model.
+RESOLVER = "latest_blessed_model_resolver"
+WARM_START_RESOLVER = "warm_start_model_resolver"
+
+# Where kubeflow/Dockerfile copies the user's project in the pipeline image: a spec's relative paths are
+# placed under it on a cluster (pipeline.spec.placement), and replay maps it back to the project's folder.
+IMAGE_PROJECT_DIR = "/tfxd/project"
+
+# Environment variables one process sets for another. LOG_DIR_ENV: set by `tfxd run`, where the local
+# Trainer's worker processes write their logs. ADDRESSES_ENV: JSON {host:port: host:port}, the addresses of
+# TF_CONFIG mapped to where the tasks really listen (replay's loopback ports); trainer_module/cluster.py
+# applies it.
+LOG_DIR_ENV = "TFXD_TRAINER_LOG_DIR"
+ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"

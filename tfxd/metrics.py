@@ -42,11 +42,11 @@ class Metric:
 
     def keras(self, name: str, task: str) -> tuple[str, str]:
         """(tf.keras.metrics class, the name it logs under) for a label of ``task``."""
-        return _for(self.keras_class, task), _for(self.keras_name, task) or name
+        return _class_for(self.keras_class, task), _for(self.keras_name, task) or name
 
     def tfma(self, task: str) -> str:
         """The class TFMA's MetricConfig names for a label of ``task``."""
-        return self.tfma_class or _for(self.keras_class, task)
+        return self.tfma_class or _class_for(self.keras_class, task)
 
     def within(self, value: float) -> bool:
         return self.low <= value <= self.high
@@ -54,6 +54,11 @@ class Metric:
 
 def _for(value: str | Mapping[str, str] | None, task: str) -> str | None:
     return value.get(task) if isinstance(value, Mapping) else value
+
+
+def _class_for(value: str | Mapping[str, str], task: str) -> str:
+    """A metric's class for a task it serves (Metric.tasks): always one."""
+    return value[task] if isinstance(value, Mapping) else value
 
 
 _UNIT = (0.0, 1.0)  # accuracies, areas under curves, precision, recall

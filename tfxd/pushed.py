@@ -36,7 +36,8 @@ def data_record(serving_model_dir: str) -> dict[str, Any]:
     if not fileio.exists(path):
         return {}
     with fileio.open(path, "r") as handle:
-        return json.loads(handle.read())
+        record: dict[str, Any] = json.loads(handle.read())
+    return record
 
 
 def write_data_record(serving_model_dir: str, record: dict[str, Any]) -> None:

@@ -146,8 +146,8 @@ class SpanPattern:
         """A span as it reads in the path: the date (2026-11-23) for a date pattern, else the number."""
         return span_date(span).isoformat() if self.dated else span
 
-    def span_of(self, value: str | int) -> int:
-        """A span given by a person (`2026-11-23`, `42`) as its number; SpanError naming the form wanted."""
+    def span_of(self, value: str | int | datetime.date) -> int:
+        """A span given by a person (`2026-11-23`, `42`; YAML reads the first as a date) as its number; SpanError naming the form wanted."""
         text = str(value)
         if self.dated:
             try:

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from types import FrameType
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 STOP_SECONDS = 20  # a tfxd process on a cluster ends within this of SIGTERM
@@ -80,7 +81,7 @@ def ended(returncode: int) -> str:
     return f"was killed by signal {-returncode} ({signame}{hint})"
 
 
-def _handler(signum: int, frame) -> None:
+def _handler(signum: int, frame: FrameType | None) -> None:
     first = _State.requested is None
     if first:
         _State.requested = signum

@@ -9,23 +9,23 @@ from tfxd import console, stops
 from tfxd.trainer_module.models import import_object
 
 
-def progress_callback(total_epochs: int, is_chief: bool):
+def progress_callback(total_epochs: int, is_chief: bool) -> Any:
     import tensorflow as tf
 
     class Progress(tf.keras.callbacks.Callback):
         """One line per epoch through tfxd's console: loss and metrics, train and validation."""
 
-        def on_train_begin(self, logs=None):
+        def on_train_begin(self, logs: Any = None) -> None:
             self.history: list[dict[str, float]] = []
 
-        def on_epoch_begin(self, epoch, logs=None):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             self._start = time.monotonic()
-            self._validation_start = None
+            self._validation_start: float | None = None
 
-        def on_test_begin(self, logs=None):  # fit's validation, at the end of an epoch
+        def on_test_begin(self, logs: Any = None) -> None:  # fit's validation, at the end of an epoch
             self._validation_start = time.monotonic()
 
-        def on_epoch_end(self, epoch, logs=None):
+        def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
             end = time.monotonic()
             values = {k: float(v) for k, v in (logs or {}).items() if not k.startswith("lr")}
             # the epoch's time, and the part spent on training steps (without validation): for throughput
@@ -39,17 +39,17 @@ def progress_callback(total_epochs: int, is_chief: bool):
     return Progress()
 
 
-def start_note(backup_dir: str, total_epochs: int, is_chief: bool):
+def start_note(backup_dir: str, total_epochs: int, is_chief: bool) -> Any:
     """Says at which epoch training starts: 1, or where BackupAndRestore (which must come before it in
     the list) restored a killed training from. Keras restores silently."""
     import tensorflow as tf
     from absl import logging
 
     class StartNote(tf.keras.callbacks.Callback):
-        def on_train_begin(self, logs=None):
+        def on_train_begin(self, logs: Any = None) -> None:
             self._noted = False
 
-        def on_epoch_begin(self, epoch, logs=None):
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
             if self._noted:
                 return
             self._noted = True
@@ -66,18 +66,18 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool):
     return StartNote()
 
 
-def stop_at_step(backup) -> Any:
+def stop_at_step(backup: Any) -> Any:
     """A stop asked for by a signal (tfxd.stops) ends the training at the next step boundary, after
     ``backup`` (BackupAndRestore, or None) saved the training state at that step: the retried Trainer
     resumes there."""
     import tensorflow as tf
 
     class StopAtStep(tf.keras.callbacks.Callback):
-        def __init__(self):
+        def __init__(self) -> None:
             super().__init__()
             self._supports_tf_logs = True  # it reads no logs: Keras need not copy them to numpy every step
 
-        def on_train_batch_end(self, batch, logs=None):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
             signum = stops.requested()
             if signum is None:
                 return

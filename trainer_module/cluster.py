@@ -1,6 +1,6 @@
 """Who this process is in a training cluster: TF_CONFIG, or Vertex's CLUSTER_SPEC translated to it.
 
-Pure functions of the environment, so every case is testable without a cluster. ADDRESSES_ENV maps
+Pure functions of the environment, so every case is testable without a cluster. tfxd.keys.ADDRESSES_ENV maps
 TF_CONFIG's addresses to others: `tfxd replay` runs a TFJob's replicas on this machine with the
 TF_CONFIG the Training Operator writes (`<job>-worker-0.<namespace>.svc:2222`, names no resolver here
 knows) and these loopback ports in their place.
@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"
+from tfxd import keys
+
 # Vertex AI worker pools -> TensorFlow task types
 VERTEX_POOLS = {"workerpool0": "chief", "workerpool1": "worker", "workerpool2": "ps", "workerpool3": "evaluator"}
 
@@ -58,12 +59,12 @@ def from_environment(env: Mapping[str, str]) -> Cluster:
     """TF_CONFIG if set, else Vertex's CLUSTER_SPEC, else no cluster; 'master' becomes 'chief'."""
     if env.get("TF_CONFIG"):
         config = _parse(env["TF_CONFIG"], "TF_CONFIG")
-        moved = _parse(env[ADDRESSES_ENV], ADDRESSES_ENV) if env.get(ADDRESSES_ENV) else {}
-        cluster = {_rename(kind): [moved.get(address, address) for address in addresses]
+        moved = _parse(env[keys.ADDRESSES_ENV], keys.ADDRESSES_ENV) if env.get(keys.ADDRESSES_ENV) else {}
+        renamed = {_rename(kind): [moved.get(address, address) for address in addresses]
                    for kind, addresses in (config.get("cluster") or {}).items()}
         task = config.get("task") or {}
         kind = _rename(task.get("type")) if task.get("type") else None
-        return _checked(cluster, kind, int(task.get("index", 0)), "TF_CONFIG")
+        return _checked(renamed, kind, int(task.get("index", 0)), "TF_CONFIG")
     if env.get("CLUSTER_SPEC"):
         config = _parse(env["CLUSTER_SPEC"], "CLUSTER_SPEC")
         cluster: dict[str, list[str]] = {}

@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tfxd.trainer_module.planner import Plan
+from tfxd.trainer_module.planner import Plan, Strategy
 
 
 def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, input_spec: dict[str, Any],
-            seed: int | None, shuffle: bool = True):
+            seed: int | None, shuffle: bool = True) -> Any:
     """Batches of (features, label) at the plan's global batch size, repeated forever.
 
     ``files`` are file patterns (TFX's train_files / eval_files). Not through TFX's data accessor:
@@ -34,11 +34,11 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
         records = records.shuffle(buffer, seed=seed, reshuffle_each_iteration=True)
     feature_spec = tf_transform_output.transformed_feature_spec()
 
-    def parse(serialized):
+    def parse(serialized: Any) -> Any:
         features = tf.io.parse_example(serialized, feature_spec)
         return features, features.pop(label)
 
-    data = records.repeat().batch(plan.global_batch_size, drop_remainder=plan.strategy == "tpu")
+    data = records.repeat().batch(plan.global_batch_size, drop_remainder=plan.strategy is Strategy.TPU)
     data = data.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     prefetch = input_spec["prefetch"]
     data = data.prefetch(tf.data.AUTOTUNE if prefetch == "auto" else prefetch)
@@ -64,7 +64,7 @@ def _cache(choice: str | bool, files: list[str]) -> bool:
     return True
 
 
-def _records(name):
+def _records(name: Any) -> Any:
     """The serialized tf.Examples of one file; GZIP when its name ends with .gz, as TFXIO decides."""
     import tensorflow as tf
 
@@ -72,7 +72,7 @@ def _records(name):
     return tf.data.TFRecordDataset(name, compression_type=compression)
 
 
-def _options(plan: Plan):
+def _options(plan: Plan) -> Any:
     import tensorflow as tf
 
     options = tf.data.Options()

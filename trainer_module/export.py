@@ -13,7 +13,7 @@ from typing import Any
 from tfxd import keys
 
 
-def _signatures(model, tf_transform_output, label: str, label_only: list[str]) -> dict[str, Any]:
+def _signatures(model: Any, tf_transform_output: Any, label: str, label_only: list[str]) -> dict[str, Any]:
     import tensorflow as tf
 
     model.tft_layer = tf_transform_output.transform_features_layer()
@@ -22,20 +22,20 @@ def _signatures(model, tf_transform_output, label: str, label_only: list[str]) -
     serving_spec = {k: v for k, v in raw_spec.items() if k not in label_only}
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
-    def serve(serialized):
+    def serve(serialized: Any) -> dict[str, Any]:
         features = model.tft_layer(tf.io.parse_example(serialized, serving_spec))
         features.pop(label, None)
         return {"outputs": model(features)}
 
     @tf.function(input_signature=[tf.TensorSpec(shape=[None], dtype=tf.string, name="examples")])
-    def transform_features(serialized):
+    def transform_features(serialized: Any) -> Any:
         return model.tft_layer(tf.io.parse_example(serialized, raw_spec))
 
     return {keys.SERVING_SIGNATURE: serve.get_concrete_function(),
             keys.TRANSFORM_FEATURES_SIGNATURE: transform_features.get_concrete_function()}
 
 
-def save(model, tf_transform_output, label: str, label_only: list[str], serving_model_dir: str,
+def save(model: Any, tf_transform_output: Any, label: str, label_only: list[str], serving_model_dir: str,
          is_chief: bool, builtin_layers: bool) -> None:
     """``builtin_layers``: the model uses Keras' own layers only, so Keras can rebuild it from its config
     and the per-layer traces are not saved (half the size; saving and every load, the Evaluator's

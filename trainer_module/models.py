@@ -21,7 +21,7 @@ def import_object(dotted: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def build(spec: dict[str, Any], info: dict[str, Any]):
+def build(spec: dict[str, Any], info: dict[str, Any]) -> Any:
     """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info."""
     import tensorflow as tf
 
@@ -43,7 +43,7 @@ def build(spec: dict[str, Any], info: dict[str, Any]):
 def _inputs(features: dict[str, Any]) -> dict[str, Any]:
     import tensorflow as tf
 
-    inputs = {}
+    inputs: dict[str, Any] = {}
     for name, feature in features.items():
         if feature["kind"] == "string":
             continue  # strings reach the model only through vocabulary or hash ids
@@ -55,13 +55,13 @@ def _inputs(features: dict[str, Any]) -> dict[str, Any]:
     return inputs
 
 
-def _floats(inputs, features) -> list[Any]:
+def _floats(inputs: dict[str, Any], features: dict[str, Any]) -> list[Any]:
     import tensorflow as tf
 
     return [tf.keras.layers.Flatten()(inputs[n]) for n, f in features.items() if n in inputs and f["kind"] == "float"]
 
 
-def _one_hots(inputs, features) -> list[Any]:
+def _one_hots(inputs: dict[str, Any], features: dict[str, Any]) -> list[Any]:
     import tensorflow as tf
 
     layers = []
@@ -76,7 +76,7 @@ def _one_hots(inputs, features) -> list[Any]:
     return layers
 
 
-def _embeddings(inputs, features) -> list[Any]:
+def _embeddings(inputs: dict[str, Any], features: dict[str, Any]) -> list[Any]:
     import tensorflow as tf
 
     layers = []
@@ -92,13 +92,13 @@ def _embeddings(inputs, features) -> list[Any]:
     return layers
 
 
-def _concat(layers: list[Any]):
+def _concat(layers: list[Any]) -> Any:
     import tensorflow as tf
 
     return layers[0] if len(layers) == 1 else tf.keras.layers.concatenate(layers)
 
 
-def _stack(x, units: list[int], dropout: float):
+def _stack(x: Any, units: list[int], dropout: float) -> Any:
     import tensorflow as tf
 
     for width in units:
@@ -108,12 +108,12 @@ def _stack(x, units: list[int], dropout: float):
     return x
 
 
-def _dnn(inputs, features, spec):
+def _dnn(inputs: dict[str, Any], features: dict[str, Any], spec: dict[str, Any]) -> Any:
     return _stack(_concat(_floats(inputs, features) + _embeddings(inputs, features)), spec["hidden_units"],
                   spec["dropout"])
 
 
-def _wide_deep(inputs, features, spec):
+def _wide_deep(inputs: dict[str, Any], features: dict[str, Any], spec: dict[str, Any]) -> Any:
     import tensorflow as tf
 
     floats = _floats(inputs, features)
@@ -123,11 +123,11 @@ def _wide_deep(inputs, features, spec):
     return tf.keras.layers.concatenate([deep, *wide_parts]) if wide_parts else deep
 
 
-def _linear(inputs, features, spec):
+def _linear(inputs: dict[str, Any], features: dict[str, Any], spec: dict[str, Any]) -> Any:
     return _concat(_floats(inputs, features) + _one_hots(inputs, features))
 
 
-def _cnn(inputs, features, spec):
+def _cnn(inputs: dict[str, Any], features: dict[str, Any], spec: dict[str, Any]) -> Any:
     import tensorflow as tf
 
     cnn = spec["cnn"]
@@ -142,7 +142,7 @@ def _cnn(inputs, features, spec):
     return _stack(x, cnn["dense"], spec["dropout"])
 
 
-def _output(x, label):
+def _output(x: Any, label: dict[str, Any]) -> Any:
     import tensorflow as tf
 
     if label["task"] == "binary":
@@ -152,14 +152,14 @@ def _output(x, label):
     return tf.keras.layers.Dense(1, dtype="float32", name="output")(x)
 
 
-def _loss(task: str):
+def _loss(task: str) -> Any:
     import tensorflow as tf
 
     return {"binary": tf.keras.losses.BinaryCrossentropy(), "multiclass": tf.keras.losses.SparseCategoricalCrossentropy(),
             "regression": tf.keras.losses.MeanSquaredError()}[task]
 
 
-def _optimizer(spec: Any):
+def _optimizer(spec: Any) -> Any:
     import tensorflow as tf
 
     name, rate = (spec, None) if isinstance(spec, str) else (spec["name"], spec.get("learning_rate"))
@@ -169,19 +169,19 @@ def _optimizer(spec: Any):
     return optimizer
 
 
-def metric(name: str, task: str):
+def metric(name: str, task: str) -> Any:
     """The Keras metric for the spec's metric ``name`` (tfxd.metrics) on a label of ``task``."""
     import tensorflow as tf
 
     found = METRICS[name]
     class_name, keras_name = found.keras(name, task)
-    base = getattr(tf.keras.metrics, class_name)
+    base: Any = getattr(tf.keras.metrics, class_name)
     if found.keras_of is None:
         return base(name=keras_name, **found.config)
     of = found.keras_of
 
     class _Picked(base):  # a Sum/Mean over a count of examples, the labels, or the predictions
-        def update_state(self, y_true, y_pred, sample_weight=None):
+        def update_state(self, y_true: Any, y_pred: Any, sample_weight: Any = None) -> Any:
             value = {"count": tf.ones_like(tf.cast(y_true, tf.float32)), "label": tf.cast(y_true, tf.float32),
                      "prediction": tf.cast(y_pred, tf.float32)}[of]
             return super().update_state(value, sample_weight=sample_weight)

@@ -3,7 +3,7 @@
 This is the one place that decides how to train: which tf.distribute strategy,
 how many replicas, who is chief, the global batch, how input is sharded, the
 precision and the collective implementation. It follows the decision table in
-this folder's README.md; an explicit ``training.strategy`` wins, and is refused with a
+docs/distributed.md; an explicit ``training.strategy`` wins, and is refused with a
 reason when the hardware or cluster cannot serve it. TensorFlow is not
 imported here (see ``strategy.py`` for the thin adapter).
 """
@@ -12,13 +12,64 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
 from tfxd.trainer_module.cluster import Cluster, from_environment
 
 
+class Strategy(str, Enum):
+    """The tf.distribute strategies, by the names the spec, the plan and the Trainer use: the one list of them.
+
+    ``training.strategy`` takes any of them; AUTO asks the planner, which answers with one of the others
+    (DEFAULT, TensorFlow's default strategy, where one CPU device is fastest)."""
+
+    AUTO = "auto"
+    DEFAULT = "default"
+    ONE_DEVICE = "one_device"
+    MIRRORED = "mirrored"
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored"
+    PARAMETER_SERVER = "parameter_server"
+    TPU = "tpu"
+    CENTRAL_STORAGE = "central_storage"
+
+    def __str__(self) -> str:  # the name as written in a spec, in logs and messages alike
+        return self.value
+
+
+# The strategies that train in one process: a cluster of several tasks cannot run them.
+ONE_PROCESS = frozenset({Strategy.DEFAULT, Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE})
+# The strategies across processes: each worker reads a shard of the input, and a signal stops them all.
+MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SERVER})
+
+
 class PlanError(ValueError):
     """The strategy asked for cannot run here; says why and what would work."""
+
+
+@dataclass(frozen=True)
+class Refusal:
+    problem: str
+    fix: str
+
+
+def cluster_refusal(strategy: Strategy, training_tasks: int, parameter_servers: int, where: str) -> Refusal | None:
+    """Why ``strategy`` cannot run on a cluster of this shape, or None: the one copy of these rules.
+
+    The planner asks it of the cluster a task finds (TF_CONFIG); `tfxd validate` asks it of the cluster a
+    target's trainer section asks for, so a spec that could never train is refused before it runs."""
+    if strategy is Strategy.PARAMETER_SERVER and parameter_servers == 0:
+        return Refusal(f"parameter_server needs parameter servers, and {where} has none",
+                       f"give {where} 1 or more parameter servers, or use strategy auto")
+    if strategy in ONE_PROCESS and (training_tasks > 1 or parameter_servers > 0):
+        return Refusal(f"{strategy} trains in one process, and {where} has {training_tasks} chief/worker "
+                       f"task(s) and {parameter_servers} parameter server(s)",
+                       f"use strategy auto (multi_worker_mirrored or parameter_server follow from the cluster), "
+                       f"or one worker and no parameter servers in {where}")
+    if strategy is Strategy.MULTI_WORKER_MIRRORED and parameter_servers:
+        return Refusal(f"multi_worker_mirrored has no parameter servers, and {where} has {parameter_servers}",
+                       f"use strategy parameter_server or auto, or no parameter servers in {where}")
+    return None
 
 
 @dataclass(frozen=True)
@@ -34,7 +85,7 @@ class Devices:
 
 @dataclass(frozen=True)
 class Plan:
-    strategy: str  # default | one_device | mirrored | multi_worker_mirrored | parameter_server | tpu | central_storage
+    strategy: Strategy  # never AUTO
     replicas: int
     is_chief: bool
     task: dict[str, Any]
@@ -49,17 +100,18 @@ class Plan:
     cluster: dict[str, Any] | None = field(default=None)
 
     def to_json(self) -> dict[str, Any]:
-        """The shape `tfxd plan --json` prints (README.md, "The CLI"), plus the role and the collective."""
+        """The shape `tfxd plan --json` prints (docs/reference/cli.md), plus the role and the collective."""
         data = asdict(self)
         data.pop("cluster")
         return data
 
 
-def plan(env: Mapping[str, str], devices: Devices, strategy: str = "auto", batch_size: int = 64,
+def plan(env: Mapping[str, str], devices: Devices, strategy: Strategy = Strategy.AUTO, batch_size: int = 64,
          mixed_precision: str = "auto", all_reduce: str = "auto", train_files: int | None = None) -> Plan:
     """Decide; raise PlanError when an explicit strategy cannot work here."""
     cluster = from_environment(env)
-    if strategy != "auto":
+    strategy = Strategy(strategy)  # a name from a spec's JSON is taken as the member it names
+    if strategy is not Strategy.AUTO:
         chosen, reason = _explicit(strategy, devices, cluster)
     else:
         chosen, reason = _automatic(devices, cluster)
@@ -80,80 +132,68 @@ def plan(env: Mapping[str, str], devices: Devices, strategy: str = "auto", batch
         reason=reason,
         role=role,
         communication=_communication(chosen, all_reduce, devices),
-        device=("/gpu:0" if devices.gpus else "/cpu:0") if chosen == "one_device" else None,
+        device=("/gpu:0" if devices.gpus else "/cpu:0") if chosen is Strategy.ONE_DEVICE else None,
         cluster=cluster.tf_config(),
     )
 
 
-def _automatic(devices: Devices, cluster: Cluster) -> tuple[str, str]:
+def _automatic(devices: Devices, cluster: Cluster) -> tuple[Strategy, str]:
     if devices.tpu:
-        return "tpu", f"a TPU resolved ({devices.tpu})"
+        return Strategy.TPU, f"a TPU resolved ({devices.tpu})"
     if cluster.task_type == "evaluator":
-        return "default", "this task is the side-car evaluator"
+        return Strategy.DEFAULT, "this task is the side-car evaluator"
     if cluster.parameter_servers:
-        return ("parameter_server",
+        return (Strategy.PARAMETER_SERVER,
                 f"the cluster has {cluster.parameter_servers} parameter server(s) and {cluster.training_tasks} "
                 "chief/worker task(s)")
     if cluster.training_tasks >= 2:
-        return "multi_worker_mirrored", f"the cluster has {cluster.training_tasks} chief/worker tasks and no ps"
+        return Strategy.MULTI_WORKER_MIRRORED, f"the cluster has {cluster.training_tasks} chief/worker tasks and no ps"
     if devices.gpus >= 2:
-        return "mirrored", f"one task with {devices.gpus} GPUs"
+        return Strategy.MIRRORED, f"one task with {devices.gpus} GPUs"
     if devices.gpus == 1:
-        return "one_device", "one task with one GPU"
-    return "default", "one task, no GPU: the default strategy is fastest for one CPU device"
+        return Strategy.ONE_DEVICE, "one task with one GPU"
+    return Strategy.DEFAULT, "one task, no GPU: the default strategy is fastest for one CPU device"
 
 
-def _explicit(strategy: str, devices: Devices, cluster: Cluster) -> tuple[str, str]:
-    reason = f"training.strategy is {strategy}"
-    if strategy == "tpu" and not devices.tpu:
+def _explicit(strategy: Strategy, devices: Devices, cluster: Cluster) -> tuple[Strategy, str]:
+    if strategy is Strategy.TPU and not devices.tpu:
         raise PlanError("training.strategy is tpu but no TPU resolves here (TPUClusterResolver found none; "
                         "set TPU_NAME or run on a TPU VM), or use strategy auto")
-    if strategy == "mirrored":
-        local = devices.gpus or devices.cpu_devices
-        if local < 2:
-            raise PlanError(f"training.strategy is mirrored but this machine has {devices.gpus} GPU(s) and "
-                            f"{devices.cpu_devices} CPU device(s); mirrored needs two or more devices. "
-                            "Use strategy auto (or one_device)")
-        if cluster.training_tasks > 1:
-            raise PlanError("training.strategy is mirrored but this task is one of "
-                            f"{cluster.training_tasks} workers; use multi_worker_mirrored or auto")
-    if strategy == "parameter_server" and not cluster.parameter_servers:
-        raise PlanError("training.strategy is parameter_server but the cluster has no ps tasks "
-                        "(TF_CONFIG / CLUSTER_SPEC); add parameter servers to the target's trainer, or use auto")
-    if strategy in ("one_device", "central_storage") and cluster.training_tasks > 1:
-        raise PlanError(f"training.strategy is {strategy}, a single-machine strategy, but this task is one of "
-                        f"{cluster.training_tasks} workers; use multi_worker_mirrored or auto")
-    if strategy == "multi_worker_mirrored" and cluster.parameter_servers:
-        raise PlanError("training.strategy is multi_worker_mirrored but the cluster has ps tasks; "
-                        "use parameter_server or auto")
-    return strategy, reason
+    refusal = cluster_refusal(strategy, cluster.training_tasks, cluster.parameter_servers, "the cluster in TF_CONFIG")
+    if refusal is not None:
+        raise PlanError(f"training.strategy: {refusal.problem}; {refusal.fix}")
+    if strategy is Strategy.MIRRORED and (devices.gpus or devices.cpu_devices) < 2:
+        raise PlanError(f"training.strategy is mirrored but this machine has {devices.gpus} GPU(s) and "
+                        f"{devices.cpu_devices} CPU device(s); mirrored needs two or more devices. "
+                        "Use strategy auto (or one_device)")
+    return strategy, f"training.strategy is {strategy}"
 
 
-def _replicas(strategy: str, devices: Devices, cluster: Cluster) -> int:
+def _replicas(strategy: Strategy, devices: Devices, cluster: Cluster) -> int:
     per_host = devices.gpus or 1
-    if strategy == "tpu":
+    if strategy is Strategy.TPU:
         return max(1, devices.tpu_cores)
-    if strategy == "mirrored":
+    if strategy is Strategy.MIRRORED:
         return devices.gpus or devices.cpu_devices
-    if strategy == "central_storage":
+    if strategy is Strategy.CENTRAL_STORAGE:
         return max(1, devices.gpus)
-    if strategy == "multi_worker_mirrored":
+    if strategy is Strategy.MULTI_WORKER_MIRRORED:
         return max(1, cluster.training_tasks) * per_host
-    if strategy == "parameter_server":
+    if strategy is Strategy.PARAMETER_SERVER:
         return max(1, len(cluster.spec.get("worker", []))) * per_host
     return 1
 
 
-def _role(strategy: str, cluster: Cluster) -> str:
+def _role(strategy: Strategy, cluster: Cluster) -> str:
     if cluster.task_type == "evaluator":
         return "evaluate"
-    if strategy == "parameter_server" and cluster.task_type in ("worker", "ps"):
+    if strategy is Strategy.PARAMETER_SERVER and cluster.task_type in ("worker", "ps"):
         return "serve"
     return "train"
 
 
-def _shard_policy(strategy: str, workers: int, train_files: int | None) -> str:
-    if strategy not in ("multi_worker_mirrored", "parameter_server") or workers < 2:
+def _shard_policy(strategy: Strategy, workers: int, train_files: int | None) -> str:
+    if strategy not in MULTI_WORKER or workers < 2:
         return "off"
     return "file" if train_files is not None and train_files >= workers else "data"
 
@@ -171,11 +211,11 @@ def _precision(setting: str, devices: Devices) -> str:
     return "float32"
 
 
-def _communication(strategy: str, all_reduce: str, devices: Devices) -> str:
+def _communication(strategy: Strategy, all_reduce: str, devices: Devices) -> str:
     if all_reduce != "auto":
         return all_reduce
-    if strategy == "multi_worker_mirrored":
+    if strategy is Strategy.MULTI_WORKER_MIRRORED:
         return "nccl" if devices.gpus else "ring"
-    if strategy == "mirrored":
+    if strategy is Strategy.MIRRORED:
         return "nccl" if devices.gpus else "reduce_to_one_device"
     return "auto"

@@ -19,6 +19,7 @@ from absl import logging
 from tfxd import console, keys, pushed, stops, tf_env
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
+from tfxd.trainer_module.planner import MULTI_WORKER, Strategy
 
 CONFIG = keys.TrainerConfig
 
@@ -46,7 +47,7 @@ def schedule(training: dict[str, Any], train_examples: int | None, global_batch:
     return epochs, math.ceil(steps / epochs)
 
 
-def run_fn(fn_args) -> dict[str, Any]:
+def run_fn(fn_args: Any) -> dict[str, Any]:
     import tensorflow as tf
     import tensorflow_transform as tft
 
@@ -62,10 +63,11 @@ def run_fn(fn_args) -> dict[str, Any]:
     plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
     if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
         strategy.export_cluster(plan)
-        workers = len(plan.cluster["cluster"].get("worker", []))
-        # too few inter-op threads and a ParameterServer cluster hangs (README.md here, the traps)
+        cluster = (plan.cluster or {}).get("cluster", {})  # a serving task is one of a cluster's
+        workers = len(cluster.get("worker", []))
+        # too few inter-op threads and a ParameterServer cluster hangs (docs/distributed.md, the traps)
         config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
-        server = tf.distribute.Server(tf.train.ClusterSpec(plan.cluster["cluster"]), job_name=plan.task["type"],
+        server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=plan.task["type"],
                                       task_index=plan.task["index"], protocol="grpc", config=config, start=True)
         stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
         server.join()
@@ -79,7 +81,7 @@ def run_fn(fn_args) -> dict[str, Any]:
     label = info["label"]["name"]
     epochs, steps_per_epoch = schedule(training, config.get(CONFIG.TRAIN_EXAMPLES), plan.global_batch_size)
 
-    def train_data(context=None):
+    def train_data(context: Any = None) -> Any:
         return data.dataset(fn_args.train_files, tf_output, label, plan,
                             training["input"], training.get("seed"))
 
@@ -93,12 +95,12 @@ def run_fn(fn_args) -> dict[str, Any]:
         warm["weights_checksum"] = weights_checksum(model)
         if plan.is_chief:
             _say_warm_start(warm)
-    train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy == "parameter_server"
+    train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
              else train_data())
-    single_worker = plan.strategy not in ("multi_worker_mirrored", "parameter_server")
+    single_worker = plan.strategy not in MULTI_WORKER
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(CONFIG.BACKUP_DIR),
                                        epochs, plan.is_chief, steps_per_epoch, single_worker,
-                                       batch_level=plan.strategy != "parameter_server")
+                                       batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
     # a signal stops a single worker at its next step boundary, its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext():
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
@@ -120,7 +122,7 @@ def run_fn(fn_args) -> dict[str, Any]:
     return result
 
 
-def weights_checksum(model) -> float:
+def weights_checksum(model: Any) -> float:
     """The sum of every weight: equal for equal weights (the warm start's proof, a cluster's agreement)."""
     import tensorflow as tf
 
@@ -141,4 +143,5 @@ def feature_info(transform_output: str) -> dict[str, Any]:
     import tensorflow as tf
 
     with tf.io.gfile.GFile(os.path.join(transform_output, keys.FEATURE_INFO_FILE), "r") as handle:
-        return json.loads(handle.read())
+        info: dict[str, Any] = json.loads(handle.read())
+    return info

@@ -12,7 +12,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tfxd.trainer_module.planner import Devices, Plan
+from tfxd.trainer_module.planner import Devices, Plan, Strategy
 
 TPU_DEVICE_FILES = ("/dev/accel0", "/dev/vfio/0")
 
@@ -64,30 +64,30 @@ def export_cluster(plan: Plan) -> None:
         os.environ["TF_CONFIG"] = json.dumps(plan.cluster)
 
 
-def build(plan: Plan, tpu_resolver: Any = None):
+def build(plan: Plan, tpu_resolver: Any = None) -> Any:
     """The tf.distribute strategy of ``plan``; MultiWorkerMirrored is created before any other TF op."""
     import tensorflow as tf
 
     export_cluster(plan)
-    if plan.strategy == "multi_worker_mirrored":
+    if plan.strategy is Strategy.MULTI_WORKER_MIRRORED:
         implementation = {"nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
                           "ring": tf.distribute.experimental.CommunicationImplementation.RING}.get(
             plan.communication, tf.distribute.experimental.CommunicationImplementation.AUTO)
         options = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
         strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
-    elif plan.strategy == "tpu":
+    elif plan.strategy is Strategy.TPU:
         tf.config.experimental_connect_to_cluster(tpu_resolver)
         tf.tpu.experimental.initialize_tpu_system(tpu_resolver)
         strategy = tf.distribute.TPUStrategy(tpu_resolver)
-    elif plan.strategy == "parameter_server":
+    elif plan.strategy is Strategy.PARAMETER_SERVER:
         resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
         strategy = tf.distribute.experimental.ParameterServerStrategy(resolver)
-    elif plan.strategy == "mirrored":
+    elif plan.strategy is Strategy.MIRRORED:
         devices = None if plan.devices["gpus"] else [f"/cpu:{i}" for i in range(plan.devices["cpu_devices"])]
         strategy = tf.distribute.MirroredStrategy(devices=devices, cross_device_ops=_cross_device_ops(plan))
-    elif plan.strategy == "central_storage":
+    elif plan.strategy is Strategy.CENTRAL_STORAGE:
         strategy = tf.distribute.experimental.CentralStorageStrategy()
-    elif plan.strategy == "one_device":
+    elif plan.strategy is Strategy.ONE_DEVICE:
         strategy = tf.distribute.OneDeviceStrategy(plan.device)
     else:
         strategy = tf.distribute.get_strategy()
@@ -95,7 +95,7 @@ def build(plan: Plan, tpu_resolver: Any = None):
     return strategy
 
 
-def _cross_device_ops(plan: Plan):
+def _cross_device_ops(plan: Plan) -> Any:
     import tensorflow as tf
 
     if plan.communication == "nccl":

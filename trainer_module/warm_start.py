@@ -21,7 +21,7 @@ from tfxd import pushed
 NO_BASE = "no blessed model yet"
 
 
-def inputs_record(model, info: dict[str, Any], transform_output: str) -> dict[str, Any]:
+def inputs_record(model: Any, info: dict[str, Any], transform_output: str) -> dict[str, Any]:
     """What a model's weights depend on: the features it reads (kind, id count), its label, a digest of
     each vocabulary Transform computed (an id's meaning), and the shape of each weight in order."""
     features = {name: {"kind": feature["kind"], "cardinality": feature.get("cardinality")}
@@ -82,7 +82,7 @@ _STABLE_IDS = ("; warm start needs ids that keep their meaning from run to run: 
                "or, for integer codes, use transform: categorical")
 
 
-def start(model, base_model: str | None, current: dict[str, Any]) -> dict[str, Any]:
+def start(model: Any, base_model: str | None, current: dict[str, Any]) -> dict[str, Any]:
     """Load ``base_model``'s weights (and optimizer state) into ``model`` when compatible. Returns what
     happened: {from, started, reason} ("from" is the base model's folder; None without one)."""
     import tensorflow as tf

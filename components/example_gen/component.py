@@ -16,26 +16,21 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.proto import example_gen_pb2
 from tfx.types import channel, component_spec, standard_artifacts, standard_component_specs
 
+from tfxd import keys
 from tfxd.components.example_gen import driver, executor
-from tfxd.components.example_gen.span_decision import (
-    CREATE_TIME_KEY,
-    READER_CONFIG_KEY,
-    SCHEDULE_TIME_KEY,
-    SPAN_KEY,
-)
 
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
     PARAMETERS = {**standard_component_specs.FileBasedExampleGenSpec.PARAMETERS,
-                  READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
-                  SPAN_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-                  SCHEDULE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True),
-                  CREATE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
+                  keys.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str),
+                  keys.SPAN_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  keys.SCHEDULE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True),
+                  keys.CREATE_TIME_KEY: component_spec.ExecutionParameter(type=str, optional=True)}
 
 
 class QueryExampleGenSpec(standard_component_specs.QueryBasedExampleGenSpec):
     PARAMETERS = {**standard_component_specs.QueryBasedExampleGenSpec.PARAMETERS,
-                  READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
+                  keys.READER_CONFIG_KEY: component_spec.ExecutionParameter(type=str)}
 
 
 class ExampleGen(FileBasedExampleGen):
@@ -56,8 +51,8 @@ class ExampleGen(FileBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), SPAN_KEY: span,
-               SCHEDULE_TIME_KEY: schedule_time, CREATE_TIME_KEY: create_time})
+            **{keys.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), keys.SPAN_KEY: span,
+               keys.SCHEDULE_TIME_KEY: schedule_time, keys.CREATE_TIME_KEY: create_time})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
 
 
@@ -74,5 +69,5 @@ class BigQueryExampleGen(QueryBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+            **{keys.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

@@ -33,7 +33,7 @@ from tfxd.components.example_gen import (
     reports,
     span_decision,
 )
-from tfxd.components.example_gen.span_decision import FILES_KEY, READER_CONFIG_KEY
+from tfxd.components.example_gen.span_decision import FILES_KEY
 from tfxd.files import empty_outputs
 
 REPORT_DIR_KEY = "_tfxd_report_dir"
@@ -144,7 +144,7 @@ def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str 
 def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str):  # noqa: N802
     """One input split -> tf.Examples (partitioned by TFX afterwards). For bigquery, TFX passes the
     query as ``split_pattern``."""
-    config = json.loads(exec_properties[READER_CONFIG_KEY])
+    config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
     if config["format"] == "bigquery":
         # start-up: Beam's BigQuery IO (the google-cloud-bigquery client) loads only for BigQuery data
         from tfxd.components.example_gen import bigquery
@@ -163,7 +163,7 @@ class Executor(BaseExampleGenExecutor):
     """Reads csv, parquet, tfrecord, jsonl (and BigQuery) into tf.Examples, split deterministically."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 - TFX's name
-        return _InputToExamples
+        return _InputToExamples  # type: ignore[return-value]  # a beam.ptransform_fn: TFX applies it as one
 
     def GenerateExamplesByBeam(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]):  # noqa: N802
         output_config = example_gen_pb2.Output()
@@ -184,7 +184,7 @@ class Executor(BaseExampleGenExecutor):
 
     def _pattern_splits(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> dict[str, Any]:
         """File-pattern splits: read them all, infer one set of types, keep each record in its split."""
-        config = json.loads(exec_properties[READER_CONFIG_KEY])
+        config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
@@ -193,7 +193,8 @@ class Executor(BaseExampleGenExecutor):
         rows, bad = _read_files(pipeline, config, files)
         pairs = _to_examples(rows, bad, config, exec_properties.get(REPORT_DIR_KEY))
         names = list(files)
-        parts = pairs | "BySplit" >> beam.Partition(lambda pair, n: names.index(pair[0]), len(names))
+        parts = pairs | "BySplit" >> beam.Partition(lambda pair, n: names.index(pair[0]),  # type: ignore[arg-type]
+                                                    len(names))  # Beam's stubs take a PartitionFn; it wraps a callable
         return {name: parts[index] | f"Values[{name}]" >> beam.Values() for index, name in enumerate(names)}
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
@@ -202,7 +203,7 @@ class Executor(BaseExampleGenExecutor):
         fileio.makedirs(report_dir)
         exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
-        if json.loads(exec_properties[READER_CONFIG_KEY]).get("spans"):
+        if json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("spans"):
             exec_properties = _with_spans(exec_properties, examples)
             if exec_properties is None:
                 return
@@ -239,7 +240,7 @@ class Executor(BaseExampleGenExecutor):
         temp_dir = os.path.join(self._get_tmp_dir(), "tfxd_columnar")
         fileio.makedirs(temp_dir)
         report_dir = exec_properties[REPORT_DIR_KEY]
-        config = json.loads(exec_properties[READER_CONFIG_KEY])
+        config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
         with self._make_beam_pipeline() as pipeline:
             counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
                                                   split_uris, _buckets(output_config), temp_dir,
@@ -281,7 +282,7 @@ def _write_drift_examples(pipeline: beam.Pipeline, exec_properties: dict[str, An
     wanted = span_decision.drift_examples(exec_properties)
     if not wanted:
         return
-    config = {**json.loads(exec_properties[READER_CONFIG_KEY]), "bad_records": "skip"}
+    config = {**json.loads(exec_properties[keys.READER_CONFIG_KEY]), "bad_records": "skip"}
     output_config = example_gen_pb2.Output()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
     for label, files in sorted(wanted.items()):
@@ -308,7 +309,7 @@ def _columnar(exec_properties: dict[str, Any]) -> bool:
     """CSV files go column-wise, unless a split key partitions them (TFX's partition by a feature)."""
     output_config = example_gen_pb2.Output()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-    return (json.loads(exec_properties[READER_CONFIG_KEY])["format"] == "csv"
+    return (json.loads(exec_properties[keys.READER_CONFIG_KEY])["format"] == "csv"
             and not output_config.split_config.partition_feature_name)
 
 
@@ -352,7 +353,7 @@ def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) ->
     """Stop when a column the spec reads is in no record: the reader config's ``needs`` (column -> where
     the spec uses it) is set where `tfxd validate` could not read the data's columns (jsonl, tfrecord,
     bigquery, remote files). ``columns_file``: the columns the records have, as written by the pipeline."""
-    needs = json.loads(exec_properties[READER_CONFIG_KEY]).get("needs", {})
+    needs = json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("needs", {})
     if not needs or not fileio.exists(columns_file):
         return
     columns = _read_json(columns_file)

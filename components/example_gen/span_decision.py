@@ -34,10 +34,6 @@ from tfx.utils import proto_utils
 from tfxd import keys, pushed, spans
 from tfxd.components.example_gen.records import InputError
 
-READER_CONFIG_KEY = "reader_config"
-SPAN_KEY = "tfxd_span"  # a span overriding data.spans: the compiled pipeline's `span` parameter
-SCHEDULE_TIME_KEY = "tfxd_schedule_time"  # what `{span: scheduled}` reads by (a cluster's placeholder)
-CREATE_TIME_KEY = "tfxd_create_time"  # the run's creation time (a cluster's placeholder), for `unscheduled`
 FILES_KEY = "_tfxd_files"  # JSON {split ("" for ratio splits): the chosen spans' files}
 DECISION_KEY = "_tfxd_spans_read"  # JSON {spans, day, no_new_data, drift}: set once the spans are decided
 
@@ -53,12 +49,12 @@ def decided(exec_properties: dict[str, Any]) -> bool:
 def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
     """``exec_properties`` with the decision made (the spans, their files, span, version, fingerprint),
     for a reader config with spans; unchanged otherwise. InputError when the spans cannot be read."""
-    config = json.loads(exec_properties[READER_CONFIG_KEY]).get("spans")
+    config = json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("spans")
     if not config or decided(exec_properties):
         return exec_properties
     pattern = spans.SpanPattern.parse(config["path"])
     choice, day = config["choice"], None
-    override = (exec_properties.get(SPAN_KEY) or "").strip()
+    override = (exec_properties.get(keys.SPAN_KEY) or "").strip()
     try:
         if override:
             choice = {"span": pattern.span_of(override)}
@@ -83,7 +79,7 @@ def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
                 "no_new_data": _no_new_data(config, labels), "drift": drift}
     return {**exec_properties, FILES_KEY: json.dumps(files, sort_keys=True),
             DECISION_KEY: json.dumps(decision, sort_keys=True),
-            SCHEDULE_TIME_KEY: "", CREATE_TIME_KEY: "",  # read: the decision holds the day they gave
+            keys.SCHEDULE_TIME_KEY: "", keys.CREATE_TIME_KEY: "",  # read: the decision holds the day they gave
             example_gen_utils.SPAN_PROPERTY_NAME: chosen[-1].span,  # the newest span read
             example_gen_utils.VERSION_PROPERTY_NAME: chosen[-1].version,
             example_gen_utils.FINGERPRINT_PROPERTY_NAME: fingerprint(files)}
@@ -111,7 +107,7 @@ def _drift(config: dict[str, Any], pattern: spans.SpanPattern, present: list[spa
     examples = {}
     for found in (previous, None if len(chosen) == 1 else newest):
         label = found and str(pattern.label(found.span))
-        if label and not fileio.exists(os.path.join(store, label, keys.DRIFT_STATISTICS_FILE)):
+        if found and label and not fileio.exists(os.path.join(store, label, keys.DRIFT_STATISTICS_FILE)):
             examples[label] = pattern.files_of([found], train, fileio.glob, fileio.isdir)
     return {"newest": str(pattern.label(newest.span)),
             "previous": previous and str(pattern.label(previous.span)), "examples": examples}
@@ -126,9 +122,9 @@ def drift_examples(exec_properties: dict[str, Any]) -> dict[str, list[str]]:
 
 def _scheduled_day(exec_properties: dict[str, Any], choice: dict[str, Any], config: dict[str, Any]):
     local_start = datetime.datetime.now(datetime.timezone.utc) if config.get("local") else None
-    return spans.scheduled_day(exec_properties.get(SCHEDULE_TIME_KEY) or "", choice["scheduled"],
+    return spans.scheduled_day(exec_properties.get(keys.SCHEDULE_TIME_KEY) or "", choice["scheduled"],
                                unscheduled=choice.get("unscheduled", "fail"),
-                               create_time=exec_properties.get(CREATE_TIME_KEY) or "", local_start=local_start)
+                               create_time=exec_properties.get(keys.CREATE_TIME_KEY) or "", local_start=local_start)
 
 
 def fingerprint(files: dict[str, list[str]]) -> str:
@@ -182,6 +178,6 @@ def stamp(examples, exec_properties: dict[str, Any]) -> None:
 def refuse_or_skip(exec_properties: dict[str, Any]) -> str | None:
     """With no new data: NoNewDataFound under `on_no_new_data: fail`, else the reason (nothing to read)."""
     reason = decision(exec_properties)["no_new_data"]
-    if reason and json.loads(exec_properties[READER_CONFIG_KEY])["spans"]["on_no_new_data"] == "fail":
+    if reason and json.loads(exec_properties[keys.READER_CONFIG_KEY])["spans"]["on_no_new_data"] == "fail":
         raise NoNewDataFound(f"{reason}; data.on_no_new_data is fail")
     return reason

@@ -7,8 +7,6 @@ from tfx.dsl.components.base import executor_spec
 
 from tfxd.components.trainer import executor
 
-RUN_FN = "tfxd.trainer_module.run_fn.run_fn"
-
 
 class Trainer(TfxTrainer):
     """Trains the spec's model with the strategy the planner picks where it runs."""

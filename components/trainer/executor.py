@@ -131,4 +131,4 @@ class Executor(GenericExecutor):
         return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
 
     def _log_dir(self) -> str:
-        return os.environ.get(local_cluster.LOG_DIR_ENV) or os.path.join(self._get_tmp_dir(), "worker-logs")
+        return os.environ.get(keys.LOG_DIR_ENV) or os.path.join(self._get_tmp_dir(), "worker-logs")

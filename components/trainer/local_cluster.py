@@ -22,7 +22,6 @@ from typing import Any
 from tfxd import stops
 
 PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
-LOG_DIR_ENV = "TFXD_TRAINER_LOG_DIR"  # set by `tfxd run`: where the processes' logs go
 
 
 class WorkerFailed(RuntimeError):
@@ -68,8 +67,8 @@ def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log
                                            stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
             processes.append((name, log_path, process))
             try:
-                with process.stdin:
-                    process.stdin.write(payload)
+                with process.stdin:  # type: ignore[union-attr]  # a pipe: stdin=PIPE above
+                    process.stdin.write(payload)  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass  # it died before reading: _wait reports it
         _wait(processes, serving={n for n, _, _ in processes if cluster["parameter_servers"] and

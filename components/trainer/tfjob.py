@@ -116,7 +116,7 @@ class Launch:
             if signal.getsignal(signal.SIGTERM) is _raise_stopped:
                 signal.signal(signal.SIGTERM, previous)
         logging.info("tfxd trainer: %s succeeded; its replicas' logs: kubectl logs -n %s -l %s=%s", self.where,
-                     self.kube.namespace, manifest.JOB_NAME_LABEL, self.name)
+                     self.kube.namespace, keys.TFJob.JOB_NAME_LABEL, self.name)
 
     def _take_over(self) -> bool:
         """A retried step meets the job of its earlier attempt: a succeeded one whose model is written is
@@ -256,14 +256,14 @@ def _replicas(job: dict[str, Any]) -> str:
 
 def _container(pod: dict[str, Any]) -> dict[str, Any]:
     for status in pod.get("status", {}).get("containerStatuses") or []:
-        if status.get("name") == manifest.CONTAINER:
+        if status.get("name") == keys.TFJob.CONTAINER:
             return status
     return {}
 
 
 def _replica(pod: dict[str, Any]) -> str:
     labels = pod["metadata"].get("labels") or {}
-    return f"{labels.get(manifest.REPLICA_TYPE_LABEL, '?')}-{labels.get(manifest.REPLICA_INDEX_LABEL, '?')}"
+    return f"{labels.get(keys.TFJob.REPLICA_TYPE_LABEL, '?')}-{labels.get(keys.TFJob.REPLICA_INDEX_LABEL, '?')}"
 
 
 class TFJobTrainer(TfxTrainer):

@@ -17,13 +17,13 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tfxd.components.trainer import tfjob_manifest as manifest
+from tfxd import keys
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the pipeline step's pod, from the downward API: the KFP backend sets both in every task's main
 # container (backend/src/v2/compiler/argocompiler/common.go: commonEnvs)
 POD_NAME_ENV, POD_UID_ENV = "KFP_POD_NAME", "KFP_POD_UID"
-_API = (manifest.GROUP, manifest.VERSION)
+_API = (keys.TFJob.GROUP, keys.TFJob.VERSION)
 
 
 class KubernetesError(RuntimeError):
@@ -73,11 +73,11 @@ class Kubernetes:
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._do("create", lambda: self.custom.create_namespaced_custom_object(
-            *_API, self.namespace, manifest.PLURAL, body))
+            *_API, self.namespace, keys.TFJob.PLURAL, body))
 
     def get(self, name: str) -> dict[str, Any] | None:
         return self._do("get", lambda: self.custom.get_namespaced_custom_object(
-            *_API, self.namespace, manifest.PLURAL, name), missing=None)
+            *_API, self.namespace, keys.TFJob.PLURAL, name), missing=None)
 
     def delete(self, name: str, wait: bool) -> bool:
         """Delete the job and its pods (foreground); ``wait``: until it is gone, so that its name is free.
@@ -85,7 +85,7 @@ class Kubernetes:
         from kubernetes import client
 
         deleted = self._do("delete", lambda: self.custom.delete_namespaced_custom_object(
-            *_API, self.namespace, manifest.PLURAL, name, body=client.V1DeleteOptions(
+            *_API, self.namespace, keys.TFJob.PLURAL, name, body=client.V1DeleteOptions(
                 propagation_policy="Foreground")), missing=False)
         if deleted is False:
             return False
@@ -102,7 +102,7 @@ class Kubernetes:
         from kubernetes import watch
 
         stream = watch.Watch().stream(
-            self.custom.list_namespaced_custom_object, *_API, self.namespace, manifest.PLURAL,
+            self.custom.list_namespaced_custom_object, *_API, self.namespace, keys.TFJob.PLURAL,
             field_selector=f"metadata.name={name}", resource_version=resource_version,
             timeout_seconds=max(1, int(seconds)))
         from kubernetes.client.exceptions import ApiException
@@ -120,13 +120,13 @@ class Kubernetes:
         from kubernetes import client
 
         found = self._do("list the pods of", lambda: self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{manifest.JOB_NAME_LABEL}={name}"))
+            self.namespace, label_selector=f"{keys.TFJob.JOB_NAME_LABEL}={name}"))
         return [client.ApiClient().sanitize_for_serialization(pod) for pod in found.items]
 
     def log(self, pod: str, lines: int) -> str:
         try:
             return self._do("read the log of", lambda: self.core.read_namespaced_pod_log(
-                pod, self.namespace, container=manifest.CONTAINER, tail_lines=lines))
+                pod, self.namespace, container=keys.TFJob.CONTAINER, tail_lines=lines))
         except KubernetesError as exc:
             return f"(its log cannot be read: {exc})"
 
@@ -150,10 +150,10 @@ class Kubernetes:
             return f"the Training Operator refused the TFJob: {message}"
         if exc.status == 403:
             return (f"the pipeline's service account may not {what} (HTTP 403): apply kubeflow/tfjob-rbac.yaml "
-                    "to that namespace (README: Distributed training on Kubeflow)")
+                    "to that namespace (docs/distributed.md, Distributed training on Kubeflow)")
         if exc.status == 404 and verb == "create":
             return ("this cluster does not know TFJobs (kubeflow.org/v1): install the Kubeflow Training Operator "
-                    "(README: Distributed training on Kubeflow)")
+                    "(docs/distributed.md, Distributed training on Kubeflow)")
         return f"cannot {what}: HTTP {exc.status} {exc.reason}: {message}"
 
 

@@ -16,16 +16,10 @@ import hashlib
 import re
 from typing import Any
 
-from tfxd import stops
+from tfxd import keys, stops
 
-GROUP, VERSION, PLURAL, KIND = "kubeflow.org", "v1", "tfjobs", "TFJob"
-CONTAINER = "tensorflow"  # the operator's default container: it gets the port and TF_CONFIG
 PORT = 2222
 GPU = "nvidia.com/gpu"
-# the labels the operator puts on every replica pod (pkg/apis/kubeflow.org/v1/common_types.go)
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
-REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
-REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
 REPLICA_COMMAND = ["python", "-m", "tfxd.components.trainer.tfjob_replica"]
 MAX_NAME = 47  # `<job>-worker-<i>` must stay a 63-character DNS label: the operator names pods and services so
 
@@ -67,7 +61,7 @@ def _template(settings: dict[str, Any], kind: str, args: list[str]) -> dict[str,
     wanted = settings["resources"]["ps" if kind == "PS" else "worker"]
     # under ParameterServer the chief coordinates and computes nothing: no GPU for it (as for Vertex)
     accelerated = kind == "Worker" or (kind == "Chief" and not settings["parameter_servers"])
-    container: dict[str, Any] = {"name": CONTAINER, "image": settings["image"], "command": list(REPLICA_COMMAND),
+    container: dict[str, Any] = {"name": keys.TFJob.CONTAINER, "image": settings["image"], "command": list(REPLICA_COMMAND),
                                  "args": args, "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}]}
     if spec := resources(wanted, gpu=accelerated):
         container["resources"] = spec
@@ -101,7 +95,7 @@ def body(name: str, namespace: str, settings: dict[str, Any], args: list[str],
                 if count}
     # Never: a replica that dies fails the job (a peer of MultiWorkerMirrored cannot rejoin a collective);
     # the step fails naming it, and its retry resumes from the BackupAndRestore checkpoint
-    return {"apiVersion": f"{GROUP}/{VERSION}", "kind": KIND, "metadata": metadata,
+    return {"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}", "kind": keys.TFJob.KIND, "metadata": metadata,
             "spec": {"runPolicy": {"cleanPodPolicy": settings["clean_pod_policy"],
                                    "activeDeadlineSeconds": settings["timeout_seconds"]},
                      "tfReplicaSpecs": replicas}}

@@ -7,8 +7,6 @@ from tfx.dsl.components.base import executor_spec
 
 from tfxd.components.transform import executor
 
-PREPROCESSING_FN = "tfxd.components.transform.preprocessing.preprocessing_fn"
-
 
 class Transform(TfxTransform):
     """Runs the spec's features (or the user's preprocessing_fn) on Beam; records feature kinds."""

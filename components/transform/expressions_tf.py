@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable
+from typing import cast
 
 import tensorflow as tf
 
@@ -33,8 +34,9 @@ def compile_expression(text: str, column: Callable[[str], tf.Tensor]) -> tf.Tens
 def _build(node: ast.AST, column: Callable[[str], tf.Tensor]) -> tf.Tensor:
     if isinstance(node, ast.Constant):
         value = node.value
-        return tf.constant(value.encode("utf-8") if isinstance(value, str) else float(value),
-                           dtype=tf.string if isinstance(value, str) else tf.float64)
+        if isinstance(value, str):
+            return tf.constant(value.encode("utf-8"), dtype=tf.string)
+        return tf.constant(float(cast(float, value)), dtype=tf.float64)  # tfxd.expressions admits numbers only
     if isinstance(node, ast.Name):
         return column(node.id)
     if isinstance(node, ast.BinOp):

@@ -92,13 +92,16 @@ class _Statistics:
 
     def __init__(self, features: list[dict[str, Any]], raws: dict[str, tf.Tensor]) -> None:
         self._index: dict[str, int] = {}
-        analyzed = []
+        analyzed: list[tf.Tensor] = []
         for feature in features:
             name, raw = feature["name"], raws[feature["name"]]
             if feature["transform"] in NUMERIC and raw.dtype != tf.string and raw.shape.rank == 1:
                 self._index[name] = len(analyzed)
                 analyzed.append(_analyzed(tf.cast(raw, tf.float64), feature.get("fill")))
-        self._mean = self._variance = self._min = self._max = None
+        self._mean: tf.Tensor | None = None
+        self._variance: tf.Tensor | None = None
+        self._min: tf.Tensor | None = None
+        self._max: tf.Tensor | None = None
         if analyzed:
             stacked = tf.stack(analyzed, axis=1)
             self._mean, self._variance = (_columnwise(analyzer, stacked) for analyzer in (tft.mean, tft.var))
@@ -110,11 +113,11 @@ class _Statistics:
 
     def of(self, name: str) -> dict[str, tf.Tensor] | None:
         """The feature's figures (scalars), or None for a feature that is not among the stacked ones."""
-        if name not in self._index:
-            return None
+        if name not in self._index or self._mean is None or self._variance is None:
+            return None  # the stacked figures exist once any feature is among them
         i = self._index[name]
         figures = {"mean": self._mean[i], "variance": self._variance[i]}
-        if self._min is not None:
+        if self._min is not None and self._max is not None:
             figures.update(min=self._min[i], max=self._max[i])
         return figures
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfxd import keys
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.ir import ReplayError, substitute
-from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
 INDEX_FILE = "artifacts.json"
 BUCKET_DIR = "bucket"
@@ -30,7 +30,7 @@ class Localizer:
     root: str
     seen: dict[str, str] = field(default_factory=dict)  # bucket URI prefix -> local folder
 
-    _PROJECT = re.compile(re.escape(IMAGE_PROJECT_DIR) + r"(?![\w.-])")
+    _PROJECT = re.compile(re.escape(keys.IMAGE_PROJECT_DIR) + r"(?![\w.-])")
     _BUCKET = re.compile(r"\b(" + "|".join(BUCKET_SCHEMES) + r")://([A-Za-z0-9_.-]+)")
 
     def __call__(self, value: Any) -> Any:

@@ -64,12 +64,13 @@ class Condition:
     # ---- parsing
 
     def _tokenize(self, text: str) -> list[tuple[str, Any]]:
-        tokens, position = [], 0
+        tokens: list[tuple[str, Any]] = []
+        position = 0
         while position < len(text.rstrip()):
             match = _TOKEN.match(text, position)
-            if match is None or match.end() == position:
+            kind = match.lastgroup if match is not None and match.end() > position else None
+            if match is None or kind is None:
                 raise ConditionError(f"condition {text!r}: cannot read {text[position:].strip()[:20]!r}")
-            kind = match.lastgroup
             raw = match.group(kind)
             value: Any = float(raw) if kind == "number" else raw[1:-1] if kind == "string" else raw
             tokens.append((kind, value))

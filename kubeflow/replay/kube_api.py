@@ -22,10 +22,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tfxd.components.trainer import tfjob_manifest as manifest
+from tfxd import keys
 
 DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_JOBS = re.compile(rf"^/apis/{manifest.GROUP}/{manifest.VERSION}/namespaces/([^/]+)/{manifest.PLURAL}(?:/([^/]+))?$")
+_JOBS = re.compile(rf"^/apis/{keys.TFJob.GROUP}/{keys.TFJob.VERSION}/namespaces/([^/]+)/{keys.TFJob.PLURAL}(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
 SPEC_KEYS = {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}
 RUN_POLICY_KEYS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy",
@@ -119,7 +119,7 @@ class KubeApi:
         with self.lock:
             for key, pod in list(self.pods.items()):
                 labels = pod["metadata"].get("labels", {})
-                if key[0] == namespace and labels.get(manifest.JOB_NAME_LABEL) == job and (
+                if key[0] == namespace and labels.get(keys.TFJob.JOB_NAME_LABEL) == job and (
                         only is None or pod.get("status", {}).get("phase") in only):
                     del self.pods[key]
             self.lock.notify_all()
@@ -127,7 +127,7 @@ class KubeApi:
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         with self.lock:
             return [json.loads(json.dumps(pod)) for (ns, _), pod in self.pods.items() if ns == namespace
-                    and pod["metadata"].get("labels", {}).get(manifest.JOB_NAME_LABEL) == job]
+                    and pod["metadata"].get("labels", {}).get(keys.TFJob.JOB_NAME_LABEL) == job]
 
     def finish_delete(self, namespace: str, name: str) -> None:
         """The controller has stopped the job's pods: a foreground deletion completes."""
@@ -144,7 +144,7 @@ class KubeApi:
     def _touch(self, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
-        if obj.get("kind") == manifest.KIND:
+        if obj.get("kind") == keys.TFJob.KIND:
             self.events.append((self.version, kind, json.loads(json.dumps(obj))))
         self.lock.notify_all()
 
@@ -172,14 +172,14 @@ class KubeApi:
               payload: bytes) -> None:
         verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
             "get" if name else "watch" if query.get("watch", "").lower() == "true" else "list")
-        self.requests.append((verb, manifest.PLURAL, namespace))
+        self.requests.append((verb, keys.TFJob.PLURAL, namespace))
         if verb == "create":
             body = json.loads(payload or b"{}")
             _validate(body, namespace)
             with self.lock:
                 key = (namespace, body["metadata"]["name"])
                 if key in self.jobs:
-                    raise Invalid(409, "AlreadyExists", f'tfjobs.{manifest.GROUP} "{key[1]}" already exists')
+                    raise Invalid(409, "AlreadyExists", f'tfjobs.{keys.TFJob.GROUP} "{key[1]}" already exists')
                 body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
                 body["status"] = {}
                 self.jobs[key] = body
@@ -188,9 +188,11 @@ class KubeApi:
             if self.controller is not None:
                 self.controller.created(created)
             _reply(handler, 201, created)
-        elif verb == "get":
+        elif verb == "get" and name:
             _reply(handler, 200, self._job(namespace, name))
         elif verb == "delete":
+            if not name:  # the cluster's deletecollection: the launcher never asks it, and this stand-in has none
+                raise Invalid(405, "MethodNotAllowed", "this stand-in deletes one TFJob by name, not a collection")
             options = json.loads(payload or b"{}")
             with self.lock:
                 job = self._job(namespace, name)
@@ -210,14 +212,14 @@ class KubeApi:
             selected = _selected(query.get("fieldSelector"))
             with self.lock:
                 items = [job for (ns, n), job in self.jobs.items() if ns == namespace and selected in (None, n)]
-                _reply(handler, 200, {"apiVersion": f"{manifest.GROUP}/{manifest.VERSION}", "kind": "TFJobList",
+                _reply(handler, 200, {"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}", "kind": "TFJobList",
                                       "metadata": {"resourceVersion": str(self.version)}, "items": items})
 
     def _job(self, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             job = self.jobs.get((namespace, name))
             if job is None:
-                raise Invalid(404, "NotFound", f'tfjobs.{manifest.GROUP} "{name}" not found')
+                raise Invalid(404, "NotFound", f'tfjobs.{keys.TFJob.GROUP} "{name}" not found')
             return json.loads(json.dumps(job))
 
     def _watch(self, handler, namespace: str, query: dict[str, str]) -> None:
@@ -271,8 +273,8 @@ def _validate(body: dict[str, Any], namespace: str) -> None:
     """The CRD's schema (its fields), the API server's metadata rules and the operator's webhook."""
     problems: list[str] = []
     metadata, spec = body.get("metadata") or {}, body.get("spec") or {}
-    if body.get("apiVersion") != f"{manifest.GROUP}/{manifest.VERSION}" or body.get("kind") != manifest.KIND:
-        problems.append(f"apiVersion/kind must be {manifest.GROUP}/{manifest.VERSION} {manifest.KIND}")
+    if body.get("apiVersion") != f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}" or body.get("kind") != keys.TFJob.KIND:
+        problems.append(f"apiVersion/kind must be {keys.TFJob.GROUP}/{keys.TFJob.VERSION} {keys.TFJob.KIND}")
     if metadata.get("namespace", namespace) != namespace:
         raise Invalid(400, "BadRequest", "the namespace of the provided object does not match the namespace sent "
                       "on the request")
@@ -295,7 +297,7 @@ def _validate(body: dict[str, Any], namespace: str) -> None:
             problems.append(f"{at}.restartPolicy: Unsupported value: {replica['restartPolicy']!r}")
         problems += [f"{at}.template{p}" for p in model_problems(replica.get("template") or {}, "V1PodTemplateSpec")]
     if problems:
-        raise Invalid(422, "Invalid", f"TFJob.{manifest.GROUP} \"{metadata.get('name')}\" is invalid: "
+        raise Invalid(422, "Invalid", f"TFJob.{keys.TFJob.GROUP} \"{metadata.get('name')}\" is invalid: "
                       + "; ".join(problems))
     denied = webhook_problems(body)
     if denied:
@@ -314,8 +316,8 @@ def webhook_problems(body: dict[str, Any]) -> list[str]:
         if not containers:
             problems.append(f"{at}: Required value: must be specified")
         problems += [f"{at}[{i}].image: Required value" for i, c in enumerate(containers) if not c.get("image")]
-        if manifest.CONTAINER not in [c.get("name") for c in containers]:
-            problems.append(f"{at}: Required value: must have at least one container with name {manifest.CONTAINER}")
+        if keys.TFJob.CONTAINER not in [c.get("name") for c in containers]:
+            problems.append(f"{at}: Required value: must have at least one container with name {keys.TFJob.CONTAINER}")
         chiefs += kind in ("Chief", "Master")
     if chiefs > 1:
         problems.append("spec.tfReplicaSpecs: Forbidden: must not have more than 1 Chief or Master role")
@@ -335,8 +337,8 @@ def model_problems(value: Any, model: str) -> list[str]:
         inner = kind.group(2).split(", ", 1)[1]
         return [f"[{k}]{q}" for k, v in value.items() for q in model_problems(v, inner)] if isinstance(
             value, dict) else [f": expected a map, got {type(value).__name__}"]
-    scalars = {"str": str, "int": int, "bool": bool, "float": (int, float), "object": object, "datetime": str,
-               "date": str}
+    scalars: dict[str, type | tuple[type, ...]] = {"str": str, "int": int, "bool": bool, "float": (int, float),
+                                                   "object": object, "datetime": str, "date": str}
     if model in scalars:
         return [] if isinstance(value, scalars[model]) else [f": expected {model}, got {type(value).__name__}"]
     cls = getattr(client, model)

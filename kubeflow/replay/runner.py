@@ -6,7 +6,7 @@ reaches a cluster.
 - Tasks run in dependency order (`dependentTasks` and the producers their inputs name). A container
   task runs as the KFP v2 launcher runs it (launcher.py), its output going to
   `<root>/<run id>/logs/<task>.log`.
-- The image's project (pipeline.spec.placement.IMAGE_PROJECT_DIR) is ``project_dir``; a bucket path
+- The image's project (tfxd.keys.IMAGE_PROJECT_DIR) is ``project_dir``; a bucket path
   (`gs://B/P`, `s3://B/P`) in a parameter or an argument is `<root>/bucket/B/P`: nothing is written to
   a bucket (the Pusher's destination included).
 - Every output artifact of a finished task is recorded in `<root>/artifacts.json` (artifacts.py):

@@ -8,7 +8,7 @@ replica's TF_CONFIG (`{"cluster": {"chief": ["<job>-chief-0.<ns>.svc:2222"], ...
 the chief has, Failed when any replica has under restartPolicy Never, or past activeDeadlineSeconds);
 the replica statuses; cleanPodPolicy when the job ends; a foreground delete stopping the pods first.
 What differs: the cluster's DNS names mean nothing here, so each replica also gets a map from those
-addresses to loopback ports (trainer_module/cluster.py, ADDRESSES_ENV); the processes run this install
+addresses to loopback ports (trainer_module/cluster.py, keys.ADDRESSES_ENV); the processes run this install
 instead of the image (``argv_for``).
 """
 
@@ -22,10 +22,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tfxd import keys
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.components.trainer.local_cluster import free_ports
 from tfxd.kubeflow.replay.kube_api import KubeApi, now
-from tfxd.trainer_module.cluster import ADDRESSES_ENV
 
 TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
 
@@ -62,19 +62,19 @@ def pod(job: dict[str, Any], kind: str, index: int, phase: str, container_state:
     """A replica's pod as the operator creates it and the kubelet reports it."""
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     template = job["spec"]["tfReplicaSpecs"][kind]["template"]
-    labels = {manifest.JOB_NAME_LABEL: name, manifest.REPLICA_TYPE_LABEL: kind.lower(),
-              manifest.REPLICA_INDEX_LABEL: str(index), "training.kubeflow.org/operator-name": "tfjob-controller"}
+    labels = {keys.TFJob.JOB_NAME_LABEL: name, keys.TFJob.REPLICA_TYPE_LABEL: kind.lower(),
+              keys.TFJob.REPLICA_INDEX_LABEL: str(index), "training.kubeflow.org/operator-name": "tfjob-controller"}
     if kind in ("Chief", "Master"):
         labels["training.kubeflow.org/job-role"] = "master"
-    container = next(c for c in template["spec"]["containers"] if c["name"] == manifest.CONTAINER)
+    container = next(c for c in template["spec"]["containers"] if c["name"] == keys.TFJob.CONTAINER)
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": pod_name(name, kind, index), "namespace": namespace, "labels": labels,
-                         "ownerReferences": [{"apiVersion": f"{manifest.GROUP}/{manifest.VERSION}",
-                                              "kind": manifest.KIND, "name": name, "uid": job["metadata"]["uid"],
+                         "ownerReferences": [{"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}",
+                                              "kind": keys.TFJob.KIND, "name": name, "uid": job["metadata"]["uid"],
                                               "controller": True}]},
             "spec": template["spec"],
             "status": {"phase": phase, "containerStatuses": [
-                {"name": manifest.CONTAINER, "image": container["image"], "imageID": "", "ready": phase == "Running",
+                {"name": keys.TFJob.CONTAINER, "image": container["image"], "imageID": "", "ready": phase == "Running",
                  "restartCount": 0, "state": container_state}]}}
 
 
@@ -83,7 +83,7 @@ def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed:
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     counts: dict[str, dict[str, int]] = {}
     for item in pods:
-        kind = next(k for k in TYPES if k.lower() == item["metadata"]["labels"][manifest.REPLICA_TYPE_LABEL])
+        kind = next(k for k in TYPES if k.lower() == item["metadata"]["labels"][keys.TFJob.REPLICA_TYPE_LABEL])
         phase = item["status"]["phase"]
         key = {"Running": "active", "Pending": "active", "Succeeded": "succeeded", "Failed": "failed"}[phase]
         counts.setdefault(kind, {}).setdefault(key, 0)
@@ -155,9 +155,9 @@ class LocalTrainingOperator:
         self.processes[key] = {}
         for (kind, index), config in configs.items():
             template = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
-            container = next(c for c in template["containers"] if c["name"] == manifest.CONTAINER)
+            container = next(c for c in template["containers"] if c["name"] == keys.TFJob.CONTAINER)
             env = {**os.environ, **self.env, **{e["name"]: e.get("value", "") for e in container.get("env", [])},
-                   "TF_CONFIG": written(config), ADDRESSES_ENV: json.dumps(addresses)}
+                   "TF_CONFIG": written(config), keys.ADDRESSES_ENV: json.dumps(addresses)}
             env.pop("KUBERNETES_SERVICE_HOST", None)
             log_path = os.path.join(self.log_dir, f"{pod_name(key[1], kind, index)}.log")
             with open(log_path, "w", encoding="utf-8") as log:

@@ -62,7 +62,7 @@ ENVIRONMENT_CACHE_MS = 60_000
 def engine_args(spec: Spec, image: str | None) -> list:
     """Flink or Spark through Beam's portable job server, SDK workers in separate processes (EXTERNAL):
     tfxd's own worker pool for an engine it starts here; else the pool beside each TaskManager or Spark
-    worker, which Beam's Kubernetes recipes run on localhost:50000 (README, "Beam on Flink and Spark")."""
+    worker, which Beam's Kubernetes recipes run on localhost:50000 (docs/data.md, "Beam on Flink and Spark")."""
     from tfx.dsl.placeholder import (
         placeholder as ph,  # start-up: TFX loads only when a pipeline is built
     )

@@ -22,13 +22,14 @@ from tfx.proto import example_gen_pb2, pusher_pb2, trainer_pb2
 from tfx.types import Channel, standard_artifacts
 from tfx.types.channel import ChannelWrappedPlaceholder
 
+from tfxd import keys
 from tfxd.components.baseline.component import LatestPushedModel
 from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
-from tfxd.components.trainer.component import RUN_FN, Trainer
+from tfxd.components.trainer.component import Trainer
 from tfxd.components.trainer.tfjob import TFJobTrainer
-from tfxd.components.transform.component import PREPROCESSING_FN, Transform
+from tfxd.components.transform.component import Transform
 from tfxd.keys import NEW_DATA_PROPERTY, TrainerConfig
 from tfxd.pipeline.assembly import baseline
 from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
@@ -45,8 +46,6 @@ from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
-RESOLVER = "latest_blessed_model_resolver"
-WARM_START_RESOLVER = "warm_start_model_resolver"  # training.warm_start: the Trainer's base_model
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
 TRAIN_ARGS_PARAMETER = "train_args"
@@ -112,7 +111,7 @@ def _after_example_gen(loaded: LoadedSpec, place: Placement, examples) -> list[A
     user_fn = spec.preprocessing_fn.replace(":", ".") if spec.preprocessing_fn else None
     # Nothing reads Transform's own statistics, schemas and anomalies (StatisticsGen and ExampleValidator
     # judged the data already) or its analyzer cache (no run hands it back): both only cost Beam stages
-    transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or PREPROCESSING_FN,
+    transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or keys.PREPROCESSING_FN,
                           custom_config=transform_config(loaded), disable_statistics=True,
                           disable_analyzer_cache=True)
     gates = (drift, spec.validation.skew)
@@ -191,7 +190,7 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
     train_args, eval_args = _steps(spec, place)
     return trainer_class(examples=transform.outputs["transformed_examples"],
                          transform_graph=transform.outputs["transform_graph"], schema=schema,
-                         run_fn=RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config,
+                         run_fn=keys.RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config,
                          base_model=warm_start.outputs["model"] if warm_start else None)
 
 
@@ -224,22 +223,22 @@ def _baseline_resolver(model, place: Placement):
     resolver queries would reach every pipeline of the same name in the project's metadata store, staging
     and production alike), and in `tfxd replay`."""
     if place.on_cluster:
-        return LatestPushedModel(candidate=model, push_destination=place.push_to()).with_id(RESOLVER)
+        return LatestPushedModel(candidate=model, push_destination=place.push_to()).with_id(keys.RESOLVER)
     channels = {baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
                 baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
     return Resolver(strategy_class=baseline.LatestBlessedOtherModelStrategy,
-                    **{**channels, baseline.CANDIDATE_KEY: model}).with_id(RESOLVER)
+                    **{**channels, baseline.CANDIDATE_KEY: model}).with_id(keys.RESOLVER)
 
 
 def _warm_start_resolver(place: Placement):
     """training.warm_start: the pipeline's latest blessed model, before this run trains one; found as the
     baseline is (TFX's LatestBlessedModelStrategy locally, the push destination on a cluster)."""
     if place.on_cluster:
-        return LatestPushedModel(candidate=None, push_destination=place.push_to()).with_id(WARM_START_RESOLVER)
+        return LatestPushedModel(candidate=None, push_destination=place.push_to()).with_id(keys.WARM_START_RESOLVER)
     return Resolver(strategy_class=LatestBlessedModelStrategy,
                     **{baseline.MODEL_KEY: Channel(type=standard_artifacts.Model),
                        baseline.BLESSING_KEY: Channel(type=standard_artifacts.ModelBlessing)}
-                    ).with_id(WARM_START_RESOLVER)
+                    ).with_id(keys.WARM_START_RESOLVER)
 
 
 def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = None, metadata=None):

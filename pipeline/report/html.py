@@ -131,7 +131,7 @@ def _components(summary: dict) -> str:
     if not components:
         return out[0] + '\n<p class="muted">No components recorded.</p>'
     longest = max((number(c.get("seconds")) or 0.0 for c in components), default=0.0)
-    rows = []
+    rows: list[list[tuple[str, bool | str]]] = []
     for component in components:
         status = str(component.get("status") or "unknown")
         seconds = number(component.get("seconds"))

@@ -76,7 +76,7 @@ def _children(parent: int) -> dict[int, tuple[str, str, int]]:
 def cancel_running_jobs(endpoint: str, saying: Callable[[], None] | None = None) -> list[str]:
     """Cancel every job of the job server at ``endpoint`` that has not ended; their ids. ``saying`` runs
     before the first is cancelled: the job's client, seeing CANCELLED at once, reads what was said."""
-    cancelled = []
+    cancelled: list[str] = []
     with grpc.insecure_channel(endpoint) as channel:
         stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
         for job in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10).job_info:
@@ -179,8 +179,8 @@ class EngineWatch:
             stopped = _returncode(status) == -signal.SIGTERM  # as StopWorker ends a worker, just before it reaps
             if pid not in self._reported and (not stopped or now - ended >= UNREAPED_SECONDS):
                 self._reported.add(pid)
-                worker = self._workers.get(pid)
-                named = f"worker id {worker}, pid {pid}" if worker else f"pid {pid}"
+                worker_id = self._workers.get(pid)
+                named = f"worker id {worker_id}, pid {pid}" if worker_id else f"pid {pid}"
                 self._faults.append(f"an SDK worker ({named}) {stops.ended(_returncode(status))}")
             # once per worker: it stays a zombie of the pool, and later jobs are not its
             if now - ended >= STRANDED_SECONDS and pid not in self._stranded:

@@ -15,8 +15,7 @@ import absl.logging
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import console, stops, tf_env
-from tfxd.components.trainer.local_cluster import LOG_DIR_ENV
+from tfxd import console, keys, stops, tf_env
 from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
@@ -72,8 +71,8 @@ class _Progress(logging.Handler):
         self.skipped: set[str] = set()
 
     def emit(self, record: logging.LogRecord) -> None:
-        if record.msg not in (*_RUNNING, *_FINISHED, _SKIPPING) or not record.args:
-            return
+        if record.msg not in (*_RUNNING, *_FINISHED, _SKIPPING) or not isinstance(record.args, tuple) or not record.args:
+            return  # TFX logs the component's id as the first of its arguments
         name = str(record.args[0])
         if name not in COMPONENTS:
             return  # the baseline resolver is bookkeeping, not a step the user asked for
@@ -148,7 +147,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     progress = _Progress()
     _route_logs(paths, verbose, progress)
     console.step(f"run {paths.run_id} of {loaded.spec.name}; log: {paths.log}")
-    os.environ[LOG_DIR_ENV] = os.path.dirname(paths.log)
+    os.environ[keys.LOG_DIR_ENV] = os.path.dirname(paths.log)
 
     started = time.time()
     failure: BaseException | None = None
@@ -176,8 +175,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     if tfx is None:
         if interrupted:
             raise RunInterrupted(None, False, paths.log, signum)
-        failed = f"the {loaded.spec.beam.runner} engine" if isinstance(failure, beam_engine.EngineFailed) else "tfxd"
-        raise RunFailed(failed, _reason(failure, root), paths.log)
+        where = f"the {loaded.spec.beam.runner} engine" if isinstance(failure, beam_engine.EngineFailed) else "tfxd"
+        raise RunFailed(where, _reason(failure, root), paths.log)
     summary = _summary(loaded, paths, tfx, started)
     skipped = None if interrupted or failure is not None else summary.pop("no_new_data")
     summary.pop("no_new_data", None)
@@ -224,7 +223,7 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
     names = [c.id for c in tfx.components if c.id in COMPONENTS]
     training = records.training_report(run)
     evaluation = records.evaluation_report(run)
-    overall = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
+    overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
     return {
         "pipeline": loaded.spec.name,
         "run_id": paths.run_id,

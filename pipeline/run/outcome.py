@@ -95,8 +95,9 @@ def disk_full(text: str, root: str) -> str | None:
 
 
 def _size(count: int) -> str:
+    size = float(count)
     for unit in ("bytes", "KB", "MB", "GB"):
-        if count < 1024 or unit == "GB":
-            return f"{count:.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
-        count /= 1024
-    return f"{count:.1f} TB"
+        if size < 1024 or unit == "GB":
+            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size:.1f} TB"

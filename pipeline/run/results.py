@@ -28,7 +28,7 @@ def _double(value) -> float | None:
 def metrics_per_slice(evaluation_uri: str) -> list[dict[str, Any]]:
     """[{"slice": "Overall" | "feature=value", "metrics": {name: value}}], the candidate model's, overall
     first."""
-    slices = []
+    slices: list[dict[str, Any]] = []
     for record in tfma.load_metrics(evaluation_uri):
         values = {}
         for item in record.metric_keys_and_values:

@@ -32,10 +32,10 @@ def cron_problem(expression: str) -> str | None:
             if base == "*":
                 continue
             bounds = [_value(part, name) for part in base.split("-")]
-            for value in bounds:
-                if value is None or not low <= value <= high:
-                    return f"the {name} field {text!r} is outside {low}-{high}"
-            if len(bounds) == 2 and bounds[0] > bounds[1]:
+            numbers = [value for value in bounds if value is not None and low <= value <= high]
+            if len(numbers) < len(bounds):
+                return f"the {name} field {text!r} is outside {low}-{high}"
+            if len(numbers) == 2 and numbers[0] > numbers[1]:
                 return f"the {name} field {text!r} has a range that runs backwards"
     return None
 

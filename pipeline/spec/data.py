@@ -15,6 +15,7 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+from typing_extensions import TypeIs
 
 from tfxd import spans as span_patterns
 from tfxd.metrics import TASKS
@@ -73,7 +74,7 @@ class Data(Section):
     columns: dict[str, Literal["int", "float", "string"]] = Field(
         default_factory=dict, description="type hints per column: int | float | string")
     splits: dict[str, float | str] = Field(
-        default_factory=lambda: {"train": 0.8, "eval": 0.2},
+        default_factory=lambda: dict[str, float | str](train=0.8, eval=0.2),
         description="ratios summing to 1 ({train: 0.8, eval: 0.2}) or file patterns under path")
     split_key: str | None = Field(None, min_length=1, description="the column hashed to pick a record's split")
     bad_records: Literal["fail", "skip"] = "fail"
@@ -131,7 +132,7 @@ class Data(Section):
             except span_patterns.SpanError as exc:
                 problems.add(("path",), str(exc), span_patterns.HINT)
                 return
-        if pattern is not None and self.patterns and pattern.rest:
+        if pattern is not None and self.path and self.patterns and pattern.rest:
             problems.add(("path",), f"with file-pattern splits, data.path ends at the span's folder, and "
                          f"{self.path} goes on past it ({pattern.rest!r})",
                          f"use path: {self.path[: len(self.path) - len(pattern.rest)].rstrip('/')} and put "
@@ -292,6 +293,6 @@ class Label(Section):
 
 
 
-def _is_pattern(split: float | str) -> bool:
+def _is_pattern(split: float | str) -> TypeIs[str]:
     """A split given as text is a file pattern; as a number, a ratio. Decided here only."""
     return isinstance(split, str)

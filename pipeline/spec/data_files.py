@@ -14,7 +14,7 @@ from tfxd import expressions, spans
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.data import Data
 from tfxd.pipeline.spec.document import Spec
-from tfxd.pipeline.spec.errors import Problems, closest
+from tfxd.pipeline.spec.errors import Path, Problems, closest
 
 
 @dataclass(frozen=True)
@@ -80,9 +80,9 @@ def _columns(data_format: str, files: list[str]) -> tuple[str, list[str]] | None
         return None
 
 
-def column_uses(spec: Spec) -> list[tuple[tuple, str, str]]:
+def column_uses(spec: Spec) -> list[tuple[Path, str, str]]:
     """Every place the spec reads a data column: (key path, column, what it is there)."""
-    uses: list[tuple[tuple, str, str]] = []
+    uses: list[tuple[Path, str, str]] = []
     for index, feature in enumerate(spec.features):
         if feature.expr:
             uses += [(("features", index, "expr"), column, "column") for column in expressions.columns(feature.expr)]

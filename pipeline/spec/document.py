@@ -46,7 +46,7 @@ class Evaluation(Section):
                                              "sparse_categorical_accuracy; mean_squared_error")
     thresholds: dict[str, Threshold] = Field(default_factory=dict)
     slices: list[list[Annotated[str, Field(min_length=1)]]] = Field(
-        default_factory=lambda: [[]], description="feature lists to slice by; [] is the whole data")
+        default_factory=lambda: [list[str]()], description="feature lists to slice by; [] is the whole data")
 
 
 class Push(Section):
@@ -128,7 +128,7 @@ class Spec(Section):
         if self.validation.drift is not None and self.data.span_pattern is None:
             problems.add(("validation", "drift"), "the drift gate compares each span of the data with the "
                          "previous one, and data.path has no spans",
-                         "put {YYYY}-{MM}-{DD} or {SPAN} in data.path (see README, Retraining on new data), "
+                         "put {YYYY}-{MM}-{DD} or {SPAN} in data.path (see docs/retraining.md), "
                          "or remove validation.drift")
         for metric, threshold in self.evaluation.thresholds.items():
             _check_threshold(metric, threshold, problems)

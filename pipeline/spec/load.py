@@ -16,12 +16,20 @@ from tfxd.beam_engines import ENGINES
 from tfxd.beam_engines import problems as engine_problems
 from tfxd.files import is_uri
 from tfxd.pipeline.spec import cron, data_files, overrides, yaml_source
-from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.document import Beam, Spec
 from tfxd.pipeline.spec.errors import Located, Problems, SpecError
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.locate import locate_all
 from tfxd.pipeline.spec.placement import Placement
-from tfxd.pipeline.spec.targets import KFP_PIPELINE_NAME, TARGETS
+from tfxd.pipeline.spec.targets import (
+    KFP_PIPELINE_NAME,
+    TARGETS,
+    KubeflowTarget,
+    Resources,
+    TrainerCluster,
+    VertexTrainer,
+)
+from tfxd.trainer_module.planner import Strategy, cluster_refusal
 
 
 def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | None = None,
@@ -52,7 +60,7 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
     return loaded
 
 
-def _check_engine(beam, problems: Problems) -> None:
+def _check_engine(beam: Beam, problems: Problems) -> None:
     """Flink and Spark run here through Beam's job server on Java, unless a job server already runs."""
     if beam.needs_job_server:
         for what, fix in engine_problems(ENGINES[beam.runner]):
@@ -74,32 +82,22 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
         engine = ENGINES[spec.beam.runner]
         problems.add(("beam", "runner"), f"on {target} each Beam step submits to a Beam {engine.title} job server "
                      "in the cluster, and the spec names none (no Java or engine runs in the pipeline image)",
-                     f"run Beam's {engine.title} job server beside {engine.title} (README, \"Beam on Flink and "
+                     f"run Beam's {engine.title} job server beside {engine.title} (docs/data.md, \"Beam on Flink and "
                      f"Spark\") and set beam.job_endpoint, e.g. beam-{engine.name}-job-server:8099")
     if target == "kubeflow":
         _check_kubeflow(spec, problems)
     Placement(loaded, target).problems(problems)
 
 
-def _check_strategy(strategy: str, cluster, target: str, problems: Problems) -> None:
-    """An explicit strategy the target's Trainer processes cannot run (the planner's rules, seen early)."""
-    trainer = f"targets.{target}.trainer"
-    if strategy == "parameter_server" and cluster.parameter_servers == 0:
-        problems.add(("training", "strategy"), f"parameter_server needs parameter servers, and {trainer} has none",
-                     f"set {trainer}.parameter_servers to 1 or more, or use strategy auto")
-    several = cluster.workers > 1 or cluster.parameter_servers > 0
-    if strategy in ("mirrored", "one_device", "central_storage") and several:
-        problems.add(("training", "strategy"), f"{strategy} trains in one process, and {trainer} asks for "
-                     f"{cluster.workers} worker(s) and {cluster.parameter_servers} parameter server(s)",
-                     "use strategy auto (multi_worker_mirrored or parameter_server follow from the cluster), or "
-                     f"one worker in {trainer}")
-    if strategy == "multi_worker_mirrored" and cluster.parameter_servers:
-        problems.add(("training", "strategy"), f"multi_worker_mirrored has no parameter servers, and {trainer} "
-                     f"asks for {cluster.parameter_servers}", "use strategy parameter_server or auto, or set "
-                     f"{trainer}.parameter_servers to 0")
+def _check_strategy(strategy: Strategy, cluster: TrainerCluster | VertexTrainer, target: str,
+                    problems: Problems) -> None:
+    """An explicit strategy the target's Trainer processes cannot run: the planner's own rule, seen early."""
+    refusal = cluster_refusal(strategy, cluster.workers, cluster.parameter_servers, f"targets.{target}.trainer")
+    if refusal is not None:
+        problems.add(("training", "strategy"), refusal.problem, refusal.fix)
 
 
-def _check_kubeflow_trainer(kubeflow, problems: Problems) -> None:
+def _check_kubeflow_trainer(kubeflow: KubeflowTarget, problems: Problems) -> None:
     """A TFJob that cannot work, or keys that configure a TFJob which does not run."""
     trainer, at = kubeflow.trainer, ("targets", "kubeflow", "trainer")
     if not trainer.needs_tfjob:
@@ -134,7 +132,8 @@ def _check_kubeflow(spec: Spec, problems: Problems) -> None:
     if kubeflow.schedule and kubeflow.schedule.timezone not in cron.KFP_TIMEZONES:
         problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time zone: "
                      "their cron is read in the cluster's time (UTC)", "use timezone: UTC and write the cron in UTC")
-    requests = [(("resources", component), resources) for component, resources in kubeflow.resources.items()]
+    requests: list[tuple[tuple[str, ...], Resources]] = [(("resources", component), resources)
+                                                         for component, resources in kubeflow.resources.items()]
     if kubeflow.trainer.needs_tfjob:
         requests += [(("trainer", "resources", kind), getattr(kubeflow.trainer.resources, kind))
                      for kind in ("worker", "ps")]

@@ -9,15 +9,19 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from tfxd.pipeline.spec.document import Spec
-from tfxd.pipeline.spec.errors import Located, Problem, Problems, closest
+from tfxd.pipeline.spec.errors import Located, Path, Problem, Problems, closest
 from tfxd.pipeline.spec.yaml_source import Document
+
+Found = tuple[dict[str, Any], Problem]  # a pydantic error and the problem it makes
 
 
 def locate_all(exc: ValidationError, doc: Document) -> list[Located]:
-    by_path: dict[tuple, list[tuple[dict[str, Any], Problem]]] = {}
-    for error in exc.errors(include_url=False):
+    by_path: dict[Path, list[Found]] = {}
+    for details in exc.errors(include_url=False):
+        error = dict(details)
         for problem in _problems(error, doc.data):
             by_path.setdefault(problem.path, []).append((error, problem))
     located = []
@@ -38,7 +42,7 @@ def locate_all(exc: ValidationError, doc: Document) -> list[Located]:
 _MAPPING_ERRORS = {"model_type", "dict_type", "model_attributes_type"}
 
 
-def _prefer_matching_kind(found: list, value: Any) -> list:
+def _prefer_matching_kind(found: list[Found], value: Any) -> list[Found]:
     """Of a union's errors, keep those about the kind of value the user wrote."""
     if len(found) < 2:
         return found
@@ -49,7 +53,7 @@ def _prefer_matching_kind(found: list, value: Any) -> list:
     return kept or found
 
 
-def _other_branch_went_deeper(path: tuple, found: list, by_path: dict, value: Any) -> bool:
+def _other_branch_went_deeper(path: Path, found: list[Found], by_path: dict[Path, list[Found]], value: Any) -> bool:
     """A mapping refused by a union's scalar branch (``optimizer: adam``) while its mapping branch
     reported the key inside that is wrong: only the key inside is the user's problem."""
     if not isinstance(value, dict) or any(item[0]["type"] not in _SCALAR_ERRORS for item in found):
@@ -57,7 +61,7 @@ def _other_branch_went_deeper(path: tuple, found: list, by_path: dict, value: An
     return any(len(other) > len(path) and other[:len(path)] == path for other in by_path)
 
 
-_SCALAR_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_error", "list_type"}
+_SCALAR_ERRORS = {"string_type", "int_type", "float_type", "bool_type", "literal_error", "enum", "list_type"}
 
 
 def _problems(error: dict[str, Any], data: Any) -> list[Problem]:
@@ -75,7 +79,7 @@ def _problems(error: dict[str, Any], data: Any) -> list[Problem]:
         field = _field(path)
         what = f" ({field.description})" if field is not None and field.description else ""
         return [Problem(path, f"missing required key `{path[-1]}`{what}", f"add `{path[-1]}: ...`")]
-    if kind == "literal_error":
+    if kind in ("literal_error", "enum"):  # a Literal's choices, or an Enum's (pydantic words both alike)
         allowed = [a.strip("'") for a in error["ctx"]["expected"].replace(" or ", ", ").split(", ")]
         value = error["input"]
         close = closest(str(value), allowed) if isinstance(value, str) else None
@@ -115,7 +119,7 @@ _KIND_HINTS = {
 }
 
 
-def _data_path(loc: tuple, data: Any) -> tuple:
+def _data_path(loc: tuple[str | int, ...], data: Any) -> Path:
     """Map pydantic's error location to a path in the user's data (dropping union tags)."""
     path: list[str | int] = []
     node = data
@@ -140,7 +144,7 @@ def _is_key_name(part: str) -> bool:
     return part.replace("_", "a").isalnum() and part[0].islower() and "[" not in part
 
 
-def _value_at(data: Any, path: tuple) -> Any:
+def _value_at(data: Any, path: Path) -> Any:
     for part in path:
         try:
             data = data[part]
@@ -149,7 +153,7 @@ def _value_at(data: Any, path: tuple) -> Any:
     return data
 
 
-def _model_at(path: tuple) -> type[BaseModel] | None:
+def _model_at(path: Path) -> type[BaseModel] | None:
     """The spec model that holds the keys at ``path`` (None below dicts of free keys)."""
     annotation: Any = Spec
     for part in path:
@@ -168,21 +172,21 @@ def _model_at(path: tuple) -> type[BaseModel] | None:
     return _unwrap_model(annotation)
 
 
-def _find_field(model: type[BaseModel], key: str):
+def _find_field(model: type[BaseModel], key: str) -> FieldInfo | None:
     for name, field in model.model_fields.items():
         if key in (name, field.alias):
             return field
     return None
 
 
-def _field(path: tuple):
+def _field(path: Path) -> FieldInfo | None:
     if not path or not isinstance(path[-1], str):
         return None
     model = _model_at(path[:-1])
     return _find_field(model, path[-1]) if model else None
 
 
-def _allowed_keys(path: tuple) -> list[str]:
+def _allowed_keys(path: Path) -> list[str]:
     model = _model_at(path)
     if model is None:
         return []

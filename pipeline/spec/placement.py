@@ -1,7 +1,7 @@
 """Where a pipeline runs decides where its files are.
 
 Locally, paths in the spec are relative to the spec's folder. On Kubeflow and Vertex the same project
-is copied into the pipeline image at IMAGE_PROJECT_DIR (kubeflow/Dockerfile), so a relative path becomes
+is copied into the pipeline image at tfxd.keys.IMAGE_PROJECT_DIR (kubeflow/Dockerfile), so a relative path becomes
 a path inside the image; the pipeline root and the push destination move to the target's bucket.
 `problems` says what cannot work on a cluster before anything is compiled.
 """
@@ -12,11 +12,10 @@ import os
 import posixpath
 from dataclasses import dataclass
 
+from tfxd import keys
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.errors import Problems
 from tfxd.pipeline.spec.loaded import LoadedSpec
-
-IMAGE_PROJECT_DIR = "/tfxd/project"  # where kubeflow/Dockerfile copies the user's project
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,9 @@ class Placement:
         if not self.on_cluster or is_uri(local_path):
             return local_path
         relative = os.path.relpath(local_path, self.loaded.base_dir)
-        return IMAGE_PROJECT_DIR if relative == "." else posixpath.join(IMAGE_PROJECT_DIR, *relative.split(os.sep))
+        if relative == ".":
+            return keys.IMAGE_PROJECT_DIR
+        return posixpath.join(keys.IMAGE_PROJECT_DIR, *relative.split(os.sep))
 
     def cluster_root(self) -> str | None:
         """The target's bucket folder for this pipeline (None locally, or when the spec names none)."""

@@ -17,7 +17,7 @@ def to_yaml(spec: Spec) -> str:
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = None
     yaml.width = 4096
-    yaml.sort_base_mapping_type_on_output = False  # keep the spec's key order
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep the key order (ruamel: a bool)
     buffer = io.StringIO()
     yaml.dump(spec.model_dump(mode="json", by_alias=True), buffer)
     return buffer.getvalue()

@@ -3,7 +3,7 @@ strategy, precision, callbacks, input)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     Field,
@@ -16,11 +16,17 @@ from pydantic import (
 from tfxd.metrics import METRICS
 from tfxd.pipeline.spec.base import DOTTED, IDENTIFIER, PositiveInt, Section, drop_keys
 from tfxd.pipeline.spec.errors import Problems
+from tfxd.trainer_module.planner import Strategy
 
-MetricName = Literal[tuple(METRICS)]  # type: ignore[valid-type]
+if TYPE_CHECKING:  # a name built from a table at run time, which a type checker takes as the string it is
+    MetricName = str
+    OptimizerName = str
+else:
+    MetricName = Literal[tuple(METRICS)]
 
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop", "adagrad", "adadelta", "adamax", "nadam", "ftrl")
-OptimizerName = Literal[OPTIMIZERS]  # type: ignore[valid-type]
+if not TYPE_CHECKING:
+    OptimizerName = Literal[OPTIMIZERS]
 
 # Which model types use which model options.
 MODEL_OPTIONS: dict[str, tuple[str, ...]] = {
@@ -132,8 +138,10 @@ class Training(Section):
     steps: PositiveInt | None = Field(None, description="training steps (default 1000); or set epochs")
     epochs: PositiveInt | None = Field(None, description="training epochs; or set steps")
     eval_steps: PositiveInt = 150
-    strategy: Literal["auto", "one_device", "mirrored", "multi_worker_mirrored", "parameter_server", "tpu",
-                      "central_storage"] = "auto"
+    # strict=False: a spec names a member by its value ("mirrored"), which strict mode takes only as a member
+    strategy: Strategy = Field(Strategy.AUTO, strict=False, description="auto = the planner chooses from the "
+                               "hardware and the cluster found at run time; default = TensorFlow's default "
+                               "strategy, one device without distribution")
     all_reduce: Literal["auto", "nccl", "hierarchical_copy", "reduce_to_one_device", "ring"] = "auto"
     mixed_precision: Literal["auto", "off", "mixed_float16", "mixed_bfloat16"] = "auto"
     seed: int | None = Field(None, ge=0)
@@ -151,13 +159,13 @@ class Training(Section):
         if self.steps is None and self.epochs is None:
             self.steps = 1000
         cross_device = {"hierarchical_copy", "reduce_to_one_device"}
-        if self.strategy == "mirrored" and self.all_reduce == "ring":
+        if self.strategy is Strategy.MIRRORED and self.all_reduce == "ring":
             problems.add(("all_reduce",), "ring is a multi-worker collective; mirrored uses cross-device ops",
                          "use auto, nccl, hierarchical_copy or reduce_to_one_device")
-        if self.strategy == "multi_worker_mirrored" and self.all_reduce in cross_device:
+        if self.strategy is Strategy.MULTI_WORKER_MIRRORED and self.all_reduce in cross_device:
             problems.add(("all_reduce",), f"{self.all_reduce} applies to mirrored, not to multi-worker",
                          "use auto, nccl or ring")
-        if self.strategy in {"one_device", "tpu"} and self.all_reduce != "auto":
+        if self.strategy in {Strategy.DEFAULT, Strategy.ONE_DEVICE, Strategy.TPU} and self.all_reduce != "auto":
             problems.add(("all_reduce",), f"strategy {self.strategy} does not all-reduce", "use auto")
         problems.raise_if_any()
         return self

@@ -230,6 +230,8 @@ T = "targets.kubeflow.trainer"
     ((f"{T}.workers=2", "targets.kubeflow.resources.Trainer.gpu=1"), "targets.kubeflow.resources.Trainer.gpu",
      "only launches and follows the job"),
     ((f"{T}.workers=2", "training.strategy=mirrored"), "training.strategy", "mirrored trains in one process"),
+    ((f"{T}.workers=2", "training.strategy=default"), "training.strategy",
+     "default trains in one process, and targets.kubeflow.trainer has 2 chief/worker task(s)"),
     ((f"{T}.parameter_servers=1", "training.strategy=multi_worker_mirrored"), "training.strategy",
      "multi_worker_mirrored has no parameter servers"),
     ((f"{T}.workers=2", f'{T}.tolerations=[{{"key": "gpu", "operator": "Exists", "value": "x"}}]'),
@@ -277,13 +279,13 @@ def test_a_non_utc_kubeflow_schedule_is_refused(tmp_path):
 
 
 def test_the_dockerfile_matches_what_compile_assumes():
-    from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
+    from tfxd import keys
 
     lines = (REPO / "kubeflow" / "Dockerfile").read_text().splitlines()
     assert "ARG TFX_IMAGE=gcr.io/tfx-oss-public/tfx:1.16.0" in lines and "FROM ${TFX_IMAGE}" in lines
     env = " ".join(line.strip(" \\") for line in lines if line.startswith(("ENV", "    ")))
-    assert "TF_USE_LEGACY_KERAS=1" in env and f"PYTHONPATH={IMAGE_PROJECT_DIR}" in env
-    assert f"COPY . {IMAGE_PROJECT_DIR}" in lines and f"WORKDIR {IMAGE_PROJECT_DIR}" in lines
+    assert "TF_USE_LEGACY_KERAS=1" in env and f"PYTHONPATH={keys.IMAGE_PROJECT_DIR}" in env
+    assert f"COPY . {keys.IMAGE_PROJECT_DIR}" in lines and f"WORKDIR {keys.IMAGE_PROJECT_DIR}" in lines
 
 
 def test_a_name_kubeflow_refuses_is_refused_at_validate(tmp_path):

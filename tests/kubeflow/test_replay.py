@@ -35,8 +35,8 @@ from tests.pipeline.run.test_run_taxi import (
     example_project,
     served_on_raw_examples,
 )
+from tfxd import keys
 from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
-from tfxd.pipeline.spec.placement import IMAGE_PROJECT_DIR
 
 BASELINE_TASK = "latest_blessed_model_resolver"  # on both targets a container task (components/baseline)
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
@@ -241,7 +241,7 @@ def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, 
 def test_failing_task_stops_the_replay(taxi, tmp_path):
     job = json.loads(taxi["vertex"].read_text())
     parameters = job["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]["parameters"]
-    parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"{IMAGE_PROJECT_DIR}/data/missing"
+    parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"{keys.IMAGE_PROJECT_DIR}/data/missing"
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(job))
     events: list = []
@@ -330,7 +330,7 @@ def _artifact_type(title: str) -> dict:
 def _pipeline_spec(echo: str) -> dict:
     container = {"image": "example/image:1", "command": ["python", echo],
                  "args": ["{{$}}", "--runner=DirectRunner", "--direct_num_workers=0",
-                          f"--data={IMAGE_PROJECT_DIR}/data", "--out={{$.outputs.artifacts['data'].uri}}",
+                          f"--data={keys.IMAGE_PROJECT_DIR}/data", "--out={{$.outputs.artifacts['data'].uri}}",
                           "--param={{$.inputs.parameters['where']}}", "--dest=gs://bucket-a/serving/x"]}
     return {
         "pipelineInfo": {"name": "tiny"},
@@ -342,7 +342,7 @@ def _pipeline_spec(echo: str) -> dict:
                 "make": {"componentRef": {"name": "make"}, "taskInfo": {"name": "make"},
                          "inputs": {"parameters": {
                              "where": {"runtimeValue": {"constantValue": {"stringValue":
-                                                                          f"{IMAGE_PROJECT_DIR}/data/file.csv"}}},
+                                                                          f"{keys.IMAGE_PROJECT_DIR}/data/file.csv"}}},
                              "steps": {"componentInputParameter": "steps"},
                              "ratio": {"runtimeValue": {"constant": 0.5}}}}},
                 "use": {"componentRef": {"name": "use"}, "taskInfo": {"name": "use"},
@@ -380,7 +380,7 @@ def _pipeline_spec(echo: str) -> dict:
             "make_executor": {"container": container},
             "use_executor": {"container": {**container, "args": [*container["args"], "--fail"]}},
             "bring_executor": {"importer": {
-                "artifactUri": {"constantValue": {"stringValue": f"{IMAGE_PROJECT_DIR}/schema"}},
+                "artifactUri": {"constantValue": {"stringValue": f"{keys.IMAGE_PROJECT_DIR}/schema"}},
                 "typeSchema": {"instanceSchema": "title: tfx.Schema\ntype: object\n"},
                 "metadata": {"origin": "gs://bucket-a/schemas"}}},
             "latest_executor": {"resolver": {"outputArtifactQueries": {"model": {
@@ -407,7 +407,7 @@ def tiny(tmp_path) -> dict[str, Path]:
     project.mkdir()
     echo = project / "echo.py"
     echo.write_text(ECHO)
-    spec = _pipeline_spec(f"{IMAGE_PROJECT_DIR}/echo.py")
+    spec = _pipeline_spec(f"{keys.IMAGE_PROJECT_DIR}/echo.py")
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(_without_resolver(spec)))
     job = {"pipelineSpec": spec, "runtimeConfig": {"gcsOutputDirectory": "gs://bucket-a/root",
                                                    "parameters": {"steps": {"intValue": "7"}}}}
@@ -487,7 +487,7 @@ def test_tiny_json_resolver_history(tiny, monkeypatch):
 def test_a_kubeflow_file_with_a_resolver_or_a_hook_is_replayed_as_the_open_source_backend_would(tiny, tmp_path):
     import yaml
 
-    spec = _pipeline_spec(f"{IMAGE_PROJECT_DIR}/echo.py")
+    spec = _pipeline_spec(f"{keys.IMAGE_PROJECT_DIR}/echo.py")
     with_resolver = tmp_path / "with-resolver.yaml"
     with_resolver.write_text(yaml.safe_dump(spec))
     with pytest.raises(ir.ReplayError, match="task latest is a resolver, and the open-source Kubeflow Pipelines "

@@ -1,4 +1,4 @@
-"""The planner, table-driven: every row of trainer_module/README.md's decision table and every refusal."""
+"""The planner, table-driven: every row of docs/distributed.md's decision table and every refusal."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 import pytest
 
 from tfxd.trainer_module.cluster import ClusterError, from_environment
-from tfxd.trainer_module.planner import Devices, PlanError, plan
+from tfxd.trainer_module.planner import Devices, PlanError, Strategy, cluster_refusal, plan
 
 CPU = Devices()
 ONE_GPU = Devices(gpus=1, gpu_compute_capability=(7, 5))
@@ -63,14 +63,41 @@ def test_explicit_strategy_wins_when_it_can_work():
 @pytest.mark.parametrize(("env", "devices", "strategy", "needle"), [
     ({}, CPU, "mirrored", "mirrored needs two or more devices"),
     ({}, CPU, "tpu", "no TPU resolves here"),
-    ({}, FOUR_GPUS, "parameter_server", "has no ps tasks"),
-    (tf_config(TWO_WORKERS, "worker"), CPU, "one_device", "single-machine strategy"),
-    (tf_config(TWO_WORKERS, "worker"), FOUR_GPUS, "mirrored", "use multi_worker_mirrored"),
-    (tf_config(PS_CLUSTER, "chief"), CPU, "multi_worker_mirrored", "has ps tasks"),
+    ({}, FOUR_GPUS, "parameter_server", "needs parameter servers, and the cluster in TF_CONFIG has none"),
+    (tf_config(TWO_WORKERS, "worker"), CPU, "one_device", "one_device trains in one process"),
+    (tf_config(TWO_WORKERS, "worker"), FOUR_GPUS, "mirrored", "use strategy auto \\(multi_worker_mirrored"),
+    (tf_config(PS_CLUSTER, "chief"), CPU, "multi_worker_mirrored", "has no parameter servers, and the cluster"),
 ])
 def test_refusals(env, devices, strategy, needle):
     with pytest.raises(PlanError, match=needle):
         plan(env, devices, strategy=strategy)
+
+
+def test_explicit_default_trains_without_distribution_in_one_process_only():
+    chosen = plan({}, FOUR_GPUS, strategy="default")
+    assert (chosen.strategy, chosen.replicas, chosen.device) == (Strategy.DEFAULT, 1, None)
+    assert json.loads(json.dumps(chosen.to_json()))["strategy"] == "default"  # the name, not the member
+    with pytest.raises(PlanError, match="default trains in one process, and the cluster in TF_CONFIG has 2"):
+        plan(tf_config(TWO_WORKERS, "worker"), CPU, strategy="default")
+
+
+@pytest.mark.parametrize(("strategy", "tasks", "ps", "refused"), [
+    ("parameter_server", 2, 0, True), ("parameter_server", 1, 1, False),
+    ("one_device", 1, 1, True), ("mirrored", 2, 0, True), ("central_storage", 1, 0, False),
+    ("multi_worker_mirrored", 2, 1, True), ("multi_worker_mirrored", 2, 0, False), ("auto", 3, 2, False),
+])
+def test_the_cluster_rule_is_the_one_validate_and_the_planner_apply(strategy, tasks, ps, refused):
+    """One rule, two askers: the loader with the target's trainer section, the planner with TF_CONFIG."""
+    refusal = cluster_refusal(Strategy(strategy), tasks, ps, "the cluster in TF_CONFIG")
+    assert (refusal is not None) == refused
+    cluster = {"worker": [f"w:{i}" for i in range(tasks)], **({"ps": [f"p:{i}" for i in range(ps)]} if ps else {})}
+    devices = Devices(gpus=2, gpu_compute_capability=(8, 0))
+    if refused:
+        with pytest.raises(PlanError) as raised:
+            plan(tf_config(cluster, "worker"), devices, strategy=strategy)
+        assert str(raised.value) == f"training.strategy: {refusal.problem}; {refusal.fix}"
+    else:
+        assert plan(tf_config(cluster, "worker"), devices, strategy=strategy).strategy is not Strategy.AUTO
 
 
 def test_precision_and_collectives_can_be_forced():

@@ -74,7 +74,7 @@ def test_parameter_server_on_an_in_process_cluster():
         cluster = {"chief": [f"localhost:{ports[0]}"], "worker": [f"localhost:{ports[1]}", f"localhost:{ports[2]}"],
                    "ps": [f"localhost:{ports[3]}"]}
         spec = tf.train.ClusterSpec(cluster)
-        # in-process workers need enough inter-op threads, or the cluster hangs (trainer_module/README.md)
+        # in-process workers need enough inter-op threads, or the cluster hangs (docs/distributed.md)
         config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=4)
         servers = [tf.distribute.Server(spec, job_name=kind, task_index=index, protocol="grpc", config=config,
                                         start=True)

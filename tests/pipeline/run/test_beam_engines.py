@@ -52,7 +52,7 @@ def _free_port() -> int:
 def spark_standalone(work: Path):
     """A Spark standalone master and one worker (2 cores), Spark's own Master and Worker from the jars
     `make engines` installed, on loopback, and Beam's SDK worker pool beside the worker, as a cluster runs
-    one beside each worker (README, "Beam on Flink and Spark"); stopped with their executors when the
+    one beside each worker (docs/data.md, "Beam on Flink and Spark"); stopped with their executors when the
     block ends. Yields the master's URL and the pool's address."""
     engine = ENGINES["spark"]
     port = _free_port()
