@@ -22,12 +22,16 @@ ENGINES_STAMP := $(ENGINES)/.installed
 # Kubeflow's own code as judges (conformance/*/: Go modules pinned by go.sum, built here, never in the wheel)
 CONFORMANCE := build/conformance
 TRAINING_OPERATOR := $(CONFORMANCE)/training-operator
+# The package as the wheel lays it out, in links to this checkout, for static tools (mypy, an editor): they
+# cannot follow pyproject's mapping of folders to tfxd.* (tools/typing_tree.py, CONTRIBUTING.md)
+TYPING_TREE := build/typing/tfxd
 
-.PHONY: help setup engines conformance demo test lint bench examples wheel clean
+.PHONY: help setup engines conformance demo test lint docs bench examples wheel clean
 
 help:
 	@echo "make demo   set up, scaffold the taxi example, validate it and run it end to end"
 	@echo "make test   set up, lint and run the test suite"
+	@echo "make docs   generate the reference pages and build the documentation into build/site/"
 	@echo "make bench  run the benchmarks (bench/)"
 	@echo "make wheel  build dist/tfxd-<version>-py3-none-any.whl (for the pipeline image: kubeflow/Dockerfile)"
 
@@ -42,8 +46,12 @@ $(STAMP): pyproject.toml uv.lock | $(UV)
 	@touch $@
 
 # byte-compile tfxd itself too, so the CLI starts fast even where PYTHONDONTWRITEBYTECODE is set
-setup: $(STAMP)
+setup: $(STAMP) $(TYPING_TREE)
 	@$(PY) -m compileall -q tfxd cli pipeline components trainer_module kubeflow
+
+# a new ground-floor module (tfxd/*.py) is one more link; a folder's new modules are there already
+$(TYPING_TREE): pyproject.toml tools/typing_tree.py $(wildcard tfxd/*.py) | $(STAMP)
+	$(PY) tools/typing_tree.py $(dir $@)
 
 # Maven checks each download against the repository's checksum (-C); the lock pins every jar's sha256 and the
 # set itself (a jar more or less fails too). Built aside and moved in whole: never half an engine.
@@ -82,8 +90,17 @@ demo: setup
 	$(TFXD) validate $(DEMO_DIR)/taxi.yaml
 	$(TFXD) run $(DEMO_DIR)/taxi.yaml
 
+# the reference pages are generated from the code (tools/docs_reference.py) and committed; lint fails on
+# one the code no longer matches, and on any warning of the site's build (a broken link or anchor)
+docs: setup
+	$(PY) tools/docs_reference.py
+	$(VENV)/bin/mkdocs build
+
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
+	$(PY) tools/docs_reference.py --check
+	$(VENV)/bin/mkdocs build --strict
 
 test: setup examples engines conformance lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
