@@ -354,9 +354,15 @@ def test_a_second_run_of_the_same_root_is_refused_while_the_first_runs(crash_pro
     root = crash_project / "tfxd-runs" / "demo"
     runs_before = sorted(os.listdir(root / "runs"))
 
-    second = tfxd("run", "spec.yaml", cwd=crash_project)
+    # the first run is held still (SIGSTOP) while the second tries, so it holds the lock for as long as the
+    # second takes on a busy machine: the second returning at all shows it did not wait for the lock
+    os.kill(first.process.pid, signal.SIGSTOP)
+    try:
+        second = tfxd("run", "spec.yaml", cwd=crash_project)
+        assert first.process.poll() is None
+    finally:
+        os.kill(first.process.pid, signal.SIGCONT)
     assert second.returncode == 1, second.stdout + second.stderr
-    assert first.process.poll() is None  # refused while the first still runs: it did not wait for the lock
     lock = root / "tfxd-run.lock"
     assert (f"another tfxd run (pid {first.process.pid}) is using {root}; wait for it or stop it "
             f"(lock file: {lock})") in " ".join(second.stderr.split())
