@@ -109,7 +109,8 @@ def _code(value: Any) -> str:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    """A description as one table cell: Markdown would read `<name>` as an HTML tag and `|` as a column."""
+    return " ".join(text.split()).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def cli_page() -> str:
