@@ -5,13 +5,13 @@ grows past MAX_LINES. The floors are written once, here (docs/design.md draws th
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from setuptools.config.pyprojecttoml import read_configuration
-
 from tests.conftest import REPO
+from tools.typing_tree import package_dirs
 
 # Top floor first. A module may import modules of its own floor and of the floors below, never above.
 # Names are import names under tfxd; "tfxd" alone is the ground (tfxd/*.py and the example specs).
@@ -29,8 +29,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
 # Rooms on one floor that do not import each other: each component stands on its own.
 APART = tuple(f"tfxd.components.{path.parent.name}" for path in sorted((REPO / "components").glob("*/__init__.py")))
 # The folders of the repository that are tfxd's subpackages, as pyproject.toml maps them (folder -> package).
-FOLDERS = {folder: package for package, folder in
-           read_configuration(REPO / "pyproject.toml")["tool"]["setuptools"]["package-dir"].items()}
+FOLDERS = {folder: package for package, folder in package_dirs().items()}
 KEYS = "tfxd.keys"  # where a name that crosses rooms lives
 MAX_LINES = 450
 LAZY = re.compile(r"#.*\bstart-up\b")  # how an import inside a function says why it is there
@@ -59,8 +58,14 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """A module's syntax tree, parsed once for every check that reads it."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
 def _imports(name: str, path: Path) -> list[Import]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[Import] = []
 
@@ -117,7 +122,7 @@ def _room(module: str) -> str:
 def _string_constants(path: Path) -> set[str]:
     """The module's UPPER_CASE names bound to a string literal at its top level (A = "a"; A, B = "a", "b")."""
     found = set()
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in _tree(path).body:
         if not isinstance(node, ast.Assign):
             continue
         for target in node.targets:
@@ -130,7 +135,7 @@ def _string_constants(path: Path) -> set[str]:
 
 def _crossing_names(name: str, path: Path, constants: dict[str, set[str]]) -> list[str]:
     """A string constant this module takes from another room's module, by name or as module.NAME."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = _tree(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     bound: dict[str, str] = {}  # a local name -> the tfxd module it is
     found = []

@@ -51,11 +51,17 @@ def _section(title: str, path: str, model: dict[str, Any], definitions: dict[str
     return lines
 
 
+def _referenced(prop: dict[str, Any], definitions: dict[str, Any]) -> dict[str, Any] | None:
+    """The definition a key names ($ref, or pydantic's allOf of one $ref beside a description), or None."""
+    ref = prop.get("$ref") or (prop["allOf"][0].get("$ref") if prop.get("allOf") else None)
+    return definitions.get(ref.rsplit("/", 1)[1], {}) if ref else None
+
+
 def _models_in(prop: dict[str, Any], definitions: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     """The object models a key holds, each with how its keys are reached: directly (""), as a list's
     items ("[]") or as a mapping's values (".<name>"); through unions too."""
-    if "$ref" in prop or len(prop.get("allOf", [])) == 1:
-        target = definitions.get((prop.get("$ref") or prop["allOf"][0]["$ref"]).rsplit("/", 1)[1], {})
+    target = _referenced(prop, definitions)
+    if target is not None:
         return [("", target)] if target.get("type") == "object" and target.get("properties") else []
     found: list[tuple[str, dict[str, Any]]] = []
     for option in prop.get("anyOf", []) + prop.get("oneOf", []):
@@ -78,9 +84,8 @@ def _table(rows: list[tuple[str, dict[str, Any], bool]], definitions: dict[str, 
 
 
 def _type(prop: dict[str, Any], definitions: dict[str, Any]) -> str:
-    if "$ref" in prop or prop.get("allOf"):
-        ref = prop.get("$ref") or prop["allOf"][0].get("$ref", "")
-        target = definitions.get(ref.rsplit("/", 1)[1], {})
+    target = _referenced(prop, definitions)
+    if target is not None:
         if "enum" in target:
             return " \\| ".join(_code(value) for value in target["enum"])
         return "mapping" if target.get("type") == "object" else _type(target, definitions)

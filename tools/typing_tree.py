@@ -23,8 +23,14 @@ from setuptools.config.pyprojecttoml import read_configuration
 REPO = Path(__file__).resolve().parent.parent
 
 
-def write(root: Path) -> None:
+def package_dirs() -> dict[str, str]:
+    """pyproject's map, package -> folder (tfxd.cli -> cli), as setuptools itself reads it."""
     mapping: dict[str, str] = read_configuration(REPO / "pyproject.toml")["tool"]["setuptools"]["package-dir"]
+    return mapping
+
+
+def write(root: Path) -> None:
+    mapping = package_dirs()
     staging = root.with_name(root.name + ".partial")
     shutil.rmtree(staging, ignore_errors=True)
     package = staging / "tfxd"
