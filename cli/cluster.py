@@ -60,22 +60,16 @@ def compile_(spec: str, target: str, output: str | None, sets: tuple[str, ...]) 
 def submit(spec: str, target: str, wait: bool, endpoint: str | None, sets: tuple[str, ...]) -> None:
     """Compile SPEC and start one run on Kubeflow Pipelines or Vertex AI Pipelines."""
     loaded = load_spec(spec, sets, target=target)
-    from tfxd.kubeflow import submit as submitter  # start-up: as compile, and the service's SDK
+    from tfxd.kubeflow import targets  # start-up: as compile, and the service's SDK
 
     def state(name: str) -> None:
         console.step(f"{loaded.spec.name}: {name}")
 
     with tempfile.TemporaryDirectory(prefix="tfxd-submit-") as scratch:
         path = _compiled(loaded, target, scratch)
-        if target == "vertex":
-            result = service_call(lambda: submitter.submit_vertex(loaded.spec, path, wait=wait, on_state=state,
-                                                                  api_endpoint=endpoint))
-            console.success(f"submitted {result['name']} ({result['state']}): {result['console_url']}")
-        else:
-            result = service_call(lambda: submitter.submit_kubeflow(loaded.spec, path, wait=wait, on_state=state,
-                                                                    host=endpoint))
-            console.success(f"submitted run {result['run_id']} ({result['state']})"
-                            + (f": {result['url']}" if result.get("url") else ""))
+        done = service_call(lambda: targets.cluster_target(target).submit(loaded.spec, path, wait=wait,
+                                                                          on_state=state, endpoint=endpoint))
+    console.success(done)
 
 
 @click.command()
@@ -93,9 +87,8 @@ def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tu
         sys.exit(2)
     from tfxd.kubeflow import schedules  # start-up: as submit
 
-    where = {"api_endpoint": endpoint} if target == "vertex" else {"host": endpoint}
     if action == "list":
-        rows = service_call(lambda: schedules.list_(loaded.spec, target, **where))
+        rows = service_call(lambda: schedules.list_(loaded.spec, target, endpoint=endpoint))
         for row in rows:
             console.info(f"{row['display_name']}  {row['state']}  cron {row['cron']}  next {row['next_run_time']}  "
                          f"({row['name']})")
@@ -105,9 +98,9 @@ def schedule(action: str, spec: str, target: str, endpoint: str | None, sets: tu
     if action == "apply":
         with tempfile.TemporaryDirectory(prefix="tfxd-schedule-") as scratch:
             path = _compiled(loaded, target, scratch)
-            done = service_call(lambda: schedules.apply(loaded.spec, target, path, **where))
+            done = service_call(lambda: schedules.apply(loaded.spec, target, path, endpoint=endpoint))
     else:
-        done = service_call(lambda: getattr(schedules, action)(loaded.spec, target, **where))
+        done = service_call(lambda: getattr(schedules, action)(loaded.spec, target, endpoint=endpoint))
     console.success(done)
 
 
@@ -184,5 +177,7 @@ def _show_task(name: str, event: dict[str, Any]) -> None:
 
 def _compiled(loaded: LoadedSpec, target: str, scratch: str) -> str:
     from tfxd.kubeflow import compile as compiler  # start-up: as compile
+    from tfxd.kubeflow import targets  # start-up: as compile
 
-    return compiler.compile_to(loaded, target, os.path.join(scratch, loaded.spec.name + compiler.EXTENSIONS[target]))
+    extension = targets.cluster_target(target).EXTENSION
+    return compiler.compile_to(loaded, target, os.path.join(scratch, loaded.spec.name + extension))

@@ -13,9 +13,7 @@ import click
 from tfxd import console
 from tfxd.pipeline.spec.errors import SpecError
 from tfxd.pipeline.spec.overrides import OverrideSyntaxError
-from tfxd.pipeline.spec.targets import TARGETS
-
-CLUSTER_TARGETS = tuple(target for target in TARGETS if target != "local")
+from tfxd.pipeline.spec.targets import CLUSTER_TARGETS, TARGETS
 
 set_option = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
                           help="Override one key, e.g. training.steps=200 (the value is read as YAML).")

@@ -5,68 +5,42 @@ Offline and side-effect free: every executor, preprocessing_fn and run_fn is ref
 (importable inside the image), so TFX packages no module file and writes nothing under the pipeline
 root; the only file written is the output, atomically.
 
-For Kubeflow the file is what the open-source KFP 2.x backend accepts and runs (kubeflow/pipelines:
-backend/src/apiserver/template/v2_template.go takes schema 2.1.0 only; backend/src/v2/compiler runs
-container and importer executors only, and no lifecycle hooks): schema 2.1.0 with typed parameters and
-their defaults, `defaultPipelineRoot` from the target's bucket, the Evaluator's baseline found by a
-task (assembly gives Kubeflow one instead of TFX's resolver), and ExampleGen without TFX's pre-cache-
-check driver (its executor works out the span and fingerprint itself) and never cached: the backend's
-cache key holds the task's parameters, not the data, so a cached ExampleGen would hand on old data. On both
-targets the tasks that find the latest pushed model (the baseline, the warm start) are never cached: they
-read the bucket.
-Per-component `resources` become the tasks' resource requests and limits.
+What one service needs beyond TFX's compiler is its target's (kubeflow_pipelines.py for the open-source
+backend: schema 2.1.0, parameter defaults, resources, no lifecycle hooks). On both targets the tasks that
+find the latest pushed model (the baseline, the warm start) are never cached: they read the bucket; and
+with spans in data.path ExampleGen reads by the run's schedule time.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import yaml
 from kfp import dsl
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner as v2
 
 from tfxd import keys
 from tfxd.files import write_atomic
+from tfxd.kubeflow.targets import cluster_target
 from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
-EXTENSIONS = {"kubeflow": ".yaml", "vertex": ".json"}
-_GI = 2**30 / 10**9  # KFP takes memory in GB (10^9 bytes)
-_MEMORY_UNITS = {"": 1e-9, "k": 1e-6, "M": 1e-3, "G": 1.0, "T": 1e3, "P": 1e6,
-                 "Ki": 2**10 / 1e9, "Mi": 2**20 / 1e9, "Gi": _GI, "Ti": 2**40 / 1e9, "Pi": 2**50 / 1e9}
-GPU_RESOURCE = "nvidia.com/gpu"
-
 
 def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     """The compiled PipelineJob as a dict (its `pipelineSpec` is the KFP PipelineSpec)."""
-    spec = loaded.spec
+    spec, service = loaded.spec, cluster_target(target)
     config = v2.KubeflowV2DagRunnerConfig(default_image=getattr(spec.targets, target).image,
-                                          display_name=spec.name, use_pipeline_spec_2_1=target == "kubeflow")
+                                          display_name=spec.name, use_pipeline_spec_2_1=service.PIPELINE_SPEC_2_1)
     runner = v2.KubeflowV2DagRunner(config=config, output_dir=".", output_filename="unused.json")
-    job = runner.run(tfx_pipeline(loaded, target), parameter_values=runtime_parameters(spec),
-                     write_out=False)
+    parameters = runtime_parameters(spec)
+    job = runner.run(tfx_pipeline(loaded, target), parameter_values=parameters, write_out=False)
     root = Placement(loaded, target).pipeline_root()
-    if target == "kubeflow":
-        _for_kubeflow(job["pipelineSpec"], loaded, root)
+    service.adapt(job["pipelineSpec"], loaded, root, parameters)
     _never_cached(job["pipelineSpec"], (keys.RESOLVER, keys.WARM_START_RESOLVER))
     if spec.data.span_pattern is not None:
         _schedule_time(job["pipelineSpec"])
     job["runtimeConfig"]["gcsOutputDirectory"] = root
     return job
-
-
-def _for_kubeflow(pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str) -> None:
-    """What the open-source backend needs beyond TFX's compiler (see the module's docstring)."""
-    pipeline_spec["defaultPipelineRoot"] = root
-    _set_defaults(pipeline_spec, runtime_parameters(loaded.spec))
-    _set_resources(pipeline_spec, loaded.spec.targets.kubeflow.resources)  # type: ignore[union-attr]
-    executors = pipeline_spec["deploymentSpec"]["executors"]
-    for task in pipeline_spec["root"]["dag"]["tasks"].values():
-        executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
-        if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
-            task["cachingOptions"] = {"enableCache": False}
 
 
 def _never_cached(pipeline_spec: dict[str, Any], names: tuple[str, ...]) -> None:
@@ -89,42 +63,9 @@ def _schedule_time(pipeline_spec: dict[str, Any]) -> None:
     task["cachingOptions"] = {"enableCache": False}
 
 
-def _set_defaults(pipeline_spec: dict[str, Any], values: dict[str, Any]) -> None:
-    """A KFP package carries no runtime config: the parameters' defaults go into the root's inputs, so
-    a run or a recurring run that sets none still works."""
-    parameters = pipeline_spec["root"].get("inputDefinitions", {}).get("parameters", {})
-    for name, value in values.items():
-        parameters[name]["defaultValue"] = value
-        parameters[name]["isOptional"] = True
-
-
-def _set_resources(pipeline_spec: dict[str, Any], resources: dict[str, Any]) -> None:
-    executors = pipeline_spec["deploymentSpec"]["executors"]
-    for component, wanted in resources.items():
-        container = executors[f"{component}_executor"]["container"]
-        spec: dict[str, Any] = {}
-        if wanted.cpu is not None:
-            cores = float(str(wanted.cpu).rstrip("m")) / (1000 if str(wanted.cpu).endswith("m") else 1)
-            spec["cpuLimit"] = spec["cpuRequest"] = cores
-        if wanted.memory is not None:
-            spec["memoryLimit"] = spec["memoryRequest"] = round(memory_gb(wanted.memory), 6)
-        if wanted.gpu:
-            spec["accelerator"] = {"type": GPU_RESOURCE, "count": str(wanted.gpu)}
-        container["resources"] = spec
-
-
-def memory_gb(quantity: str) -> float:
-    """A Kubernetes quantity ('16Gi', '512M', '1e9' is not one) in GB, as KFP takes it."""
-    digits = quantity.rstrip("kMGTPi")
-    return float(digits) * _MEMORY_UNITS[quantity[len(digits):]]
-
-
 def render(loaded: LoadedSpec, target: str) -> str:
     """The file's text: the PipelineSpec as YAML for kubeflow, the PipelineJob as JSON for vertex."""
-    job = pipeline_job(loaded, target)
-    if target == "vertex":
-        return json.dumps(job, indent=2, sort_keys=True) + "\n"
-    return yaml.safe_dump(job["pipelineSpec"], sort_keys=True)
+    return cluster_target(target).render(pipeline_job(loaded, target))
 
 
 def compile_to(loaded: LoadedSpec, target: str, output: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import REPO
+from tfxd.pipeline.spec.targets import TARGETS
 from tools.typing_tree import package_dirs
 
 # Top floor first. A module may import modules of its own floor and of the floors below, never above.
@@ -31,6 +32,8 @@ APART = tuple(f"tfxd.components.{path.parent.name}" for path in sorted((REPO / "
 # The folders of the repository that are tfxd's subpackages, as pyproject.toml maps them (folder -> package).
 FOLDERS = {folder: package for package, folder in package_dirs().items()}
 KEYS = "tfxd.keys"  # where a name that crosses rooms lives
+# where the targets are told apart by name: the spec's models, and kubeflow/'s classes
+TARGET_TABLES = ("tfxd.pipeline.spec.targets", "tfxd.kubeflow.targets")
 MAX_LINES = 450
 LAZY = re.compile(r"#.*\bstart-up\b")  # how an import inside a function says why it is there
 
@@ -187,6 +190,49 @@ def test_a_name_that_crosses_rooms_lives_in_keys():
     constants = {name: _string_constants(path) for name, path in MODULES.items()}
     crossing = [line for name, path in MODULES.items() for line in _crossing_names(name, path, constants)]
     assert not crossing, "\n".join(crossing)
+
+
+def _target_branches(name: str, path: Path) -> list[str]:
+    """Where a module decides by a target's name: a comparison or a `match` case with a target's name (a
+    string, or a target class's NAME), rather than asking the target (pipeline.spec.targets' models below
+    kubeflow/, kubeflow.targets' classes on it)."""
+
+    def names_a_target(node: ast.AST) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_target(element) for element in node.elts)
+        if isinstance(node, ast.Constant):
+            return node.value in TARGETS
+        return (isinstance(node, ast.Attribute) and node.attr == "NAME") or (isinstance(node, ast.Name)
+                                                                             and node.id == "NAME")
+
+    found = []
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.Compare) and any(names_a_target(side) for side in (node.left, *node.comparators)):
+            found.append(f"{name} (line {node.lineno}) branches on a target's name: {ast.unparse(node)}")
+        elif isinstance(node, ast.MatchValue) and names_a_target(node.value):
+            found.append(f"{name} (line {node.lineno}) matches a target's name: {ast.unparse(node.value)}")
+    return found
+
+
+def test_a_target_is_asked_not_named():
+    """What differs between targets lives with the target (its spec model, its kubeflow/ module); elsewhere
+    the code asks it. The two tables of targets are the only places that tell them apart by name."""
+    branches = [line for name, path in MODULES.items() if name not in TARGET_TABLES
+                for line in _target_branches(name, path)]
+    assert not branches, "\n".join(branches)
+
+
+def test_the_target_check_sees_a_branch_on_a_name(tmp_path):
+    module = tmp_path / "placement.py"
+    module.write_text('def f(target, kind, place):\n'
+                      '    if target == "vertex": pass\n'
+                      '    if kind in ("kubeflow", "other"): pass\n'
+                      '    if place.target != VertexPipelines.NAME: pass\n'
+                      '    match target:\n'
+                      '        case "local": pass\n'
+                      '    if kind == "INT": pass\n'  # not a target's name
+                      '    return {"local": True}\n')  # a key, not a branch
+    assert [line.split(" (line ")[1].split(")")[0] for line in _target_branches("x", module)] == ["2", "3", "4", "6"]
 
 
 def test_no_circle():

@@ -93,6 +93,11 @@ SPAN_KEY = "tfxd_span"
 SCHEDULE_TIME_KEY = "tfxd_schedule_time"
 CREATE_TIME_KEY = "tfxd_create_time"
 
+# The launchers that run a Trainer's replicas outside its pipeline task: a target's section names the one it
+# needs (pipeline.spec.targets: TargetSection.trainer_launcher), pipeline/assembly/dag.py maps it to a Trainer.
+TFJOB_LAUNCHER = "tfjob"
+VERTEX_JOB_LAUNCHER = "vertex_custom_job"
+
 # The functions TFX loads by name inside the Transform and Trainer executors (pipeline.assembly names them).
 PREPROCESSING_FN = "tfxd.components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "tfxd.trainer_module.run_fn.run_fn"

@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass, field
 from typing import Any
 
-# inside the serving model's folder: {"inputs": what its weights depend on (trainer_module/warm_start.py),
-# "spans": [...] with spans in data.path (keys.TrainerConfig.SPANS)}; the chief's run_fn writes it
+# inside the serving model's folder: DataRecord as JSON; the chief's run_fn writes it
 DATA_RECORD_FILE = os.path.join("assets.extra", "tfxd_data.json")
+
+
+@dataclass(frozen=True)
+class DataRecord:
+    """What a model was trained on: ``inputs``, what its weights depend on (trainer_module/warm_start.py:
+    inputs_record); ``spans``, the spans it read, with spans in data.path (keys.TrainerConfig.SPANS)."""
+
+    inputs: dict[str, Any] = field(default_factory=dict)
+    spans: list[Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"inputs": self.inputs, **({"spans": self.spans} if self.spans is not None else {})}
 
 
 def versions(destination: str) -> list[str]:
@@ -28,22 +40,22 @@ def versions(destination: str) -> list[str]:
             if fileio.exists(os.path.join(destination, name, "saved_model.pb"))]
 
 
-def data_record(serving_model_dir: str) -> dict[str, Any]:
-    """What the model at ``serving_model_dir`` was trained on ({} when it says nothing)."""
+def data_record(serving_model_dir: str) -> DataRecord:
+    """What the model at ``serving_model_dir`` was trained on (an empty record when it says nothing)."""
     from tfx.dsl.io import fileio  # start-up: as above
 
     path = os.path.join(serving_model_dir, DATA_RECORD_FILE)
     if not fileio.exists(path):
-        return {}
+        return DataRecord()
     with fileio.open(path, "r") as handle:
-        record: dict[str, Any] = json.loads(handle.read())
-    return record
+        found = json.loads(handle.read())
+    return DataRecord(found.get("inputs") or {}, found.get("spans"))
 
 
-def write_data_record(serving_model_dir: str, record: dict[str, Any]) -> None:
+def write_data_record(serving_model_dir: str, record: DataRecord) -> None:
     from tfx.dsl.io import fileio  # start-up: as above
 
     path = os.path.join(serving_model_dir, DATA_RECORD_FILE)
     fileio.makedirs(os.path.dirname(path))
     with fileio.open(path, "w") as handle:
-        handle.write(json.dumps(record, sort_keys=True))
+        handle.write(json.dumps(record.to_json(), sort_keys=True))

@@ -4,8 +4,6 @@ chief writes the real directory."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import tempfile
 from typing import Any
@@ -51,13 +49,3 @@ def save(model: Any, tf_transform_output: Any, label: str, label_only: list[str]
         model.save(scratch, **options)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-
-
-def write_report(serving_model_dir: str, content: dict[str, Any]) -> str:
-    """The plan and the final metrics, next to the model (the model artifact's folder)."""
-    from tfx.dsl.io import fileio
-
-    path = os.path.join(os.path.dirname(serving_model_dir.rstrip("/")), keys.TRAINING_REPORT_FILE)
-    with fileio.open(path, "w") as handle:
-        handle.write(json.dumps(content, indent=2, sort_keys=True, default=str))
-    return path

@@ -16,7 +16,7 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import console, keys, pushed, stops, tf_env
+from tfxd import console, keys, pushed, stops, tf_env, training_report
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
 from tfxd.trainer_module.planner import MULTI_WORKER, Strategy
@@ -116,9 +116,9 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
               "metrics": {k: float(v[-1]) for k, v in history.history.items()},
               **({"warm_start": warm} if warm is not None else {})}
     if plan.is_chief:
-        export.write_report(fn_args.serving_model_dir, result)
-        record = {"inputs": inputs, **({"spans": config[CONFIG.SPANS]} if CONFIG.SPANS in config else {})}
-        pushed.write_data_record(fn_args.serving_model_dir, record)
+        model_dir = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the model artifact's folder
+        training_report.write(model_dir, training_report.TrainingReport(**result))
+        pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.get(CONFIG.SPANS)))
     return result
 
 

@@ -89,7 +89,7 @@ def start(model: Any, base_model: str | None, current: dict[str, Any]) -> dict[s
 
     if not base_model or not tf.io.gfile.exists(os.path.join(base_model, "saved_model.pb")):
         return {"from": None, "started": False, "reason": NO_BASE}
-    reason = incompatibility(pushed.data_record(base_model).get("inputs", {}), current)
+    reason = incompatibility(pushed.data_record(base_model).inputs, current)
     if reason is not None:
         return {"from": base_model, "started": False, "reason": reason}
     status = model.load_weights(os.path.join(base_model, "variables", "variables"))

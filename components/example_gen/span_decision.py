@@ -150,7 +150,7 @@ def _no_new_data(config: dict[str, Any], labels: list[Any]) -> str | None:
     if config["on_no_new_data"] == "train":
         return None
     latest = next(iter(pushed.versions(config["pushed_to"])), None)
-    if latest is None or pushed.data_record(latest).get("spans") != labels:
+    if latest is None or pushed.data_record(latest).spans != labels:
         return None
     return (f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones the latest blessed "
             f"model ({latest}) was trained on")

@@ -1,269 +1,72 @@
-"""The Trainer as a TFJob on Kubeflow, when `targets.kubeflow.trainer` asks for more than one process.
-
-The pipeline's Trainer task runs this executor. It creates the TFJob (tfjob_manifest.py) through the
-Kubernetes API with the pod's in-cluster credentials (or KUBECONFIG outside a cluster), each replica
-running tfxd's Trainer executor in the pipeline image with this task's inputs (tfjob_replica.py), so
-every replica's planner reads the TF_CONFIG the operator wrote. It then follows the job: a line per
-state change, a replica that cannot start or fails named with its reason and its last log lines, the
-job deleted when the step fails, times out or is stopped (SIGTERM), and an owner reference to the
-step's pod so that Kubernetes deletes the job with the pod. The job's name is fixed per run and task:
-a retried step takes over its own finished job or replaces an unfinished one, and the replicas resume
-from the BackupAndRestore checkpoint (the same backup folder for the same training).
+"""The Trainer as a TFJob (kubeflow.org/v1, the Kubeflow Training Operator v1) on Kubeflow, when
+`targets.kubeflow.trainer` asks for more than one process: the TFJob's side of operator_job.py's interface
+(job_launch.py launches it; the body is tfjob_manifest.py's; its state is read from the operator's conditions and replica statuses).
+The operator writes each replica's TF_CONFIG, which the replica's planner reads.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import os
-import signal
-import time
-import zlib
-from typing import Any
+from typing import Any, ClassVar
 
-from absl import logging
 from tfx.components.trainer.component import Trainer as TfxTrainer
 from tfx.dsl.components.base import executor_spec
-from tfx.dsl.io import fileio
-from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import files, keys
-from tfxd.components.trainer import executor as trainer_executor
+from tfxd import keys
 from tfxd.components.trainer import tfjob_manifest as manifest
-from tfxd.components.trainer.tfjob_cluster import Kubernetes, KubernetesError
-
-CONFIG = keys.TrainerConfig
-POLL_SECONDS = 5  # how often the replica pods are looked at while the job runs (a pull error shows there)
-GRACE_SECONDS = 120  # past the job's own deadline, for the operator to fail it before this step does
-# a replica that waits with one of these never starts: fail now rather than at the deadline
-STUCK = ("ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName", "CreateContainerConfigError",
-         "CreateContainerError")
+from tfxd.components.trainer.job_launch import OperatorExecutor
+from tfxd.components.trainer.operator_job import OperatorJob
 
 
-class TFJobFailed(RuntimeError):
-    """The TFJob failed, timed out or could not be created; says which replica and why."""
+class TFJob(OperatorJob):
+    KIND: ClassVar[str] = keys.TFJob.KIND
+    GROUP: ClassVar[str] = keys.TFJob.GROUP
+    VERSION: ClassVar[str] = keys.TFJob.VERSION
+    PLURAL: ClassVar[str] = keys.TFJob.PLURAL
+    CONTAINER: ClassVar[str] = keys.TFJob.CONTAINER
+    JOB_NAME_LABEL: ClassVar[str] = keys.TFJob.JOB_NAME_LABEL
+    OPERATOR: ClassVar[str] = "the Training Operator"
+    INSTALL: ClassVar[str] = "the Kubeflow Training Operator"
+    RBAC: ClassVar[str] = "kubeflow/tfjob-rbac.yaml"
+    SETTINGS_KEY: ClassVar[str] = keys.TrainerConfig.TFJOB
+
+    def body(self, name: str, namespace: str, settings: dict[str, Any], args: list[str],
+             owner: dict[str, str] | None) -> dict[str, Any]:
+        return manifest.body(name, namespace, settings, args, owner=owner)
+
+    def job_name(self, pipeline: str, model_uri: str) -> str:
+        return manifest.job_name(pipeline, model_uri)
+
+    def shape(self, body: dict[str, Any]) -> str:
+        return ", ".join(f"{spec['replicas']} {kind}" for kind, spec in body["spec"]["tfReplicaSpecs"].items())
+
+    def state(self, job: dict[str, Any]) -> str | None:
+        """The job's last condition that is true (Created, Running, Restarting, Succeeded, Failed)."""
+        true = [c["type"] for c in job.get("status", {}).get("conditions") or [] if c.get("status") == "True"]
+        for final in ("Failed", "Succeeded"):
+            if final in true:
+                return final
+        return true[-1] if true else None
+
+    def progress(self, job: dict[str, Any]) -> str:
+        statuses = job.get("status", {}).get("replicaStatuses") or {}
+        parts = []
+        for kind in ("Chief", "Worker", "PS"):
+            counts = statuses.get(kind) or {}
+            shown = ", ".join(f"{counts[what]} {what}" for what in ("active", "succeeded", "failed")
+                              if counts.get(what))
+            if shown:
+                parts.append(f"{kind}: {shown}")
+        return "; ".join(parts) or "no replica running yet"
+
+    def replica(self, pod: dict[str, Any]) -> str:
+        labels = pod["metadata"].get("labels") or {}
+        return f"{labels.get(keys.TFJob.REPLICA_TYPE_LABEL, '?')}-{labels.get(keys.TFJob.REPLICA_INDEX_LABEL, '?')}"
 
 
-class _Stopped(BaseException):
-    """SIGTERM arrived (the run was cancelled, or the pod is being evicted)."""
+class Executor(OperatorExecutor):
+    """The Trainer task that launches a TFJob (compiled files name this class)."""
 
-
-def encode(value: Any) -> str:
-    return base64.b64encode(zlib.compress(json.dumps(value, sort_keys=True).encode())).decode()
-
-
-def decode(text: str) -> Any:
-    return json.loads(zlib.decompress(base64.b64decode(text)))
-
-
-def replica_args(input_dict, output_dict, exec_properties) -> list[str]:
-    """The replicas' arguments: this task's inputs, outputs and properties (without the TFJob settings, so
-    a replica trains instead of launching), as TFX's own cloud trainer passes them to its replicas."""
-    return [encode({"inputs": artifact_utils.jsonify_artifact_dict(input_dict),
-                    "outputs": artifact_utils.jsonify_artifact_dict(output_dict),
-                    "exec_properties": exec_properties})]
-
-
-class Executor(trainer_executor.Executor):
-    def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
-        exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        settings, backup_dir = config.pop(CONFIG.TFJOB), config[CONFIG.BACKUP_DIR]
-        replica_properties = {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
-        model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        kube = Kubernetes(settings.get("namespace"))
-        settings = {**settings, "service_account": settings.get("service_account") or kube.own_service_account()}
-        name = manifest.job_name(settings["pipeline"], model_uri)
-        body = manifest.body(name, kube.namespace, settings, replica_args(input_dict, output_dict, replica_properties),
-                             owner=kube.own_pod())
-        # a retried step meets its first attempt's job and outputs: a succeeded job's model is taken as it is,
-        # else the outputs are emptied (a half-saved model) before the new job starts
-        Launch(kube, name, settings, backup_dir, lambda: self._model_written(output_dict),
-               lambda: files.empty_outputs(output_dict)).run(body)
-        self._check_model(output_dict)
-        trainer_executor.drop_backup(backup_dir)
-
-
-class Launch:
-    """One TFJob, from creation (or take-over) to its end."""
-
-    def __init__(self, kube: Kubernetes, name: str, settings: dict[str, Any], backup_dir: str, model_written,
-                 empty_outputs) -> None:
-        self.kube, self.name, self.settings, self.backup_dir = kube, name, settings, backup_dir
-        self.model_written, self.empty_outputs = model_written, empty_outputs
-        self.where = f"TFJob {kube.namespace}/{name}"
-        self.said: set[str] = set()
-
-    def run(self, body: dict[str, Any]) -> None:
-        previous = signal.signal(signal.SIGTERM, _raise_stopped)
-        try:
-            if self._take_over():
-                return
-            self.empty_outputs()
-            self._call(self.kube.create, body)
-            logging.info("tfxd trainer: created %s (%s)", self.where, ", ".join(
-                f"{spec['replicas']} {kind}" for kind, spec in body["spec"]["tfReplicaSpecs"].items()))
-            self._follow(time.monotonic() + self.settings["timeout_seconds"] + GRACE_SECONDS)
-        except _Stopped:
-            self._delete("the step was stopped (SIGTERM)")
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)  # end as a stopped process does: exit status 143
-            raise
-        except TFJobFailed:
-            self._delete("the training failed")
-            raise
-        finally:
-            if signal.getsignal(signal.SIGTERM) is _raise_stopped:
-                signal.signal(signal.SIGTERM, previous)
-        logging.info("tfxd trainer: %s succeeded; its replicas' logs: kubectl logs -n %s -l %s=%s", self.where,
-                     self.kube.namespace, keys.TFJob.JOB_NAME_LABEL, self.name)
-
-    def _take_over(self) -> bool:
-        """A retried step meets the job of its earlier attempt: a succeeded one whose model is written is
-        taken as it is; any other is deleted, and the new one resumes from the checkpoint."""
-        job = self._call(self.kube.get, self.name)
-        if job is None:
-            return False
-        state = _state(job)
-        if state == "Succeeded" and self.model_written():
-            logging.info("tfxd trainer: %s, of an earlier attempt of this step, succeeded: taking its model",
-                         self.where)
-            return True
-        logging.info("tfxd trainer: replacing %s, left %s by an earlier attempt of this step", self.where,
-                     state or "starting")
-        self._call(self.kube.delete, self.name, wait=True)
-        return False
-
-    def _follow(self, deadline: float) -> None:
-        while True:
-            job = self._call(self.kube.get, self.name)
-            if job is None:
-                raise TFJobFailed(f"{self.where} was deleted from outside while it trained")
-            if self._done(job):
-                return
-            if time.monotonic() > deadline:
-                raise TFJobFailed(f"{self.where} did not finish within {self.settings['timeout']} "
-                                  "(targets.kubeflow.trainer.timeout)")
-            self._check_pods()
-            version = job["metadata"].get("resourceVersion")
-            try:
-                for event in self.kube.watch(self.name, version, min(POLL_SECONDS, deadline - time.monotonic())):
-                    if event["type"] == "DELETED":
-                        raise TFJobFailed(f"{self.where} was deleted from outside while it trained")
-                    if event["type"] in ("ADDED", "MODIFIED") and self._done(event["object"]):
-                        return
-            except KubernetesError as exc:
-                raise TFJobFailed(f"{self.where}: {exc}") from None
-
-    def _done(self, job: dict[str, Any]) -> bool:
-        """Says a state change once; True when the job succeeded, raises when it failed."""
-        state = _state(job)
-        line = f"{state or 'Pending'} ({_replicas(job)})"
-        if line not in self.said:
-            self.said.add(line)
-            logging.info("tfxd trainer: %s: %s", self.where, line)
-        if state == "Failed":
-            condition = _condition(job, "Failed")
-            raise TFJobFailed(f"{self.where} failed: {self._culprit() or condition.get('message', '')}"
-                              f"{self._resume_hint()}")
-        return state == "Succeeded"
-
-    def _check_pods(self) -> None:
-        for pod in self._call(self.kube.pods, self.name):
-            waiting = _container(pod).get("state", {}).get("waiting") or {}
-            if waiting.get("reason") in STUCK:
-                raise TFJobFailed(f"{self.where}: replica {_replica(pod)} (pod {pod['metadata']['name']}) cannot "
-                                  f"start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-                                  + _STUCK_HINT.get(waiting["reason"], ""))
-            for condition in pod.get("status", {}).get("conditions") or []:
-                if condition.get("reason") == "Unschedulable":
-                    line = f"replica {_replica(pod)} waits for a node: {condition.get('message', '')}"
-                    if line not in self.said:
-                        self.said.add(line)
-                        logging.info("tfxd trainer: %s: %s", self.where, line)
-
-    def _culprit(self) -> str | None:
-        """The first replica that failed, its reason and exit code, and its last log lines."""
-        for pod in self._call(self.kube.pods, self.name):
-            terminated = _container(pod).get("state", {}).get("terminated") or {}
-            phase = pod.get("status", {}).get("phase")
-            if (terminated and terminated.get("exitCode", 0) != 0) or phase == "Failed":
-                reason = terminated.get("reason") or pod.get("status", {}).get("reason") or "Failed"
-                code = terminated.get("exitCode")
-                text = f"replica {_replica(pod)} (pod {pod['metadata']['name']}) {reason}"
-                text += f" (exit code {code})" if code is not None else ""
-                text += _EXIT_HINT.get(reason, "")
-                tail = self._call(self.kube.log, pod["metadata"]["name"], 20)
-                return text + (f"; its last lines:\n{tail.rstrip()}\n" if tail.strip() else "")
-        return None
-
-    def _resume_hint(self) -> str:
-        if fileio.exists(self.backup_dir):
-            return f"\nRetry the step to resume from the last epoch checkpointed in {self.backup_dir}"
-        return ""
-
-    def _delete(self, why: str) -> None:
-        try:
-            if self.kube.delete(self.name, wait=False):
-                logging.info("tfxd trainer: deleted %s: %s", self.where, why)
-        except KubernetesError as exc:
-            logging.warning("tfxd trainer: could not delete %s (%s): delete it with kubectl delete tfjob -n %s %s",
-                            self.where, exc, self.kube.namespace, self.name)
-
-    def _call(self, method, *args, **kwargs):
-        try:
-            return method(*args, **kwargs)
-        except KubernetesError as exc:
-            raise TFJobFailed(f"{self.where}: {exc}") from None
-
-
-_EXIT_HINT = {"OOMKilled": ": out of memory; raise targets.kubeflow.trainer.resources.worker.memory (or ps)",
-              "Evicted": ": the node ran short of resources"}
-_STUCK_HINT = {"ImagePullBackOff": "; check targets.kubeflow.image and that the cluster can pull it",
-               "InvalidImageName": "; check targets.kubeflow.image"}
-
-
-def _raise_stopped(signum, frame) -> None:
-    raise _Stopped()
-
-
-def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
-    for condition in job.get("status", {}).get("conditions") or []:
-        if condition.get("type") == kind:
-            return condition
-    return {}
-
-
-def _state(job: dict[str, Any]) -> str | None:
-    """The job's state: its last condition that is true (Created, Running, Restarting, Succeeded, Failed)."""
-    true = [c["type"] for c in job.get("status", {}).get("conditions") or [] if c.get("status") == "True"]
-    for final in ("Failed", "Succeeded"):
-        if final in true:
-            return final
-    return true[-1] if true else None
-
-
-def _replicas(job: dict[str, Any]) -> str:
-    statuses = job.get("status", {}).get("replicaStatuses") or {}
-    parts = []
-    for kind in ("Chief", "Worker", "PS"):
-        counts = statuses.get(kind) or {}
-        shown = ", ".join(f"{counts[what]} {what}" for what in ("active", "succeeded", "failed") if counts.get(what))
-        if shown:
-            parts.append(f"{kind}: {shown}")
-    return "; ".join(parts) or "no replica running yet"
-
-
-def _container(pod: dict[str, Any]) -> dict[str, Any]:
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        if status.get("name") == keys.TFJob.CONTAINER:
-            return status
-    return {}
-
-
-def _replica(pod: dict[str, Any]) -> str:
-    labels = pod["metadata"].get("labels") or {}
-    return f"{labels.get(keys.TFJob.REPLICA_TYPE_LABEL, '?')}-{labels.get(keys.TFJob.REPLICA_INDEX_LABEL, '?')}"
+    JOB: ClassVar[OperatorJob] = TFJob()
 
 
 class TFJobTrainer(TfxTrainer):

@@ -1,5 +1,5 @@
 """One replica of the Trainer's TFJob: `python -m tfxd.components.trainer.tfjob_replica ENCODED`, ENCODED
-being the launching task's inputs, outputs and properties (tfjob.replica_args). The replica trains with
+being the launching task's inputs, outputs and properties (operator_job.replica_args). The replica trains with
 tfxd's Trainer executor; its planner reads the TF_CONFIG the Training Operator wrote. Only the chief
 writes the model where the pipeline expects it (trainer_module/export.py)."""
 
@@ -11,13 +11,13 @@ from absl import logging
 from tfx.types import artifact_utils
 
 from tfxd.components.trainer.executor import Executor
-from tfxd.components.trainer.tfjob import decode
+from tfxd.components.trainer.operator_job import decode
 
 
 def main(argv: list[str]) -> None:
     if len(argv) != 1:
         sys.exit("usage: python -m tfxd.components.trainer.tfjob_replica ENCODED_INPUTS (written by the TFJob "
-                 "launcher, components/trainer/tfjob.py)")
+                 "launcher, components/trainer/job_launch.py)")
     logging.use_absl_handler()  # the pod's log is this process's stderr: keep TFX's INFO lines there
     logging.set_verbosity(logging.INFO)
     payload = decode(argv[0])

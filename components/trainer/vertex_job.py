@@ -24,11 +24,6 @@ from tfxd import files
 from tfxd.components.trainer import executor as tfxd_executor
 
 
-def needs_custom_job(trainer) -> bool:
-    """One process without accelerators trains inside the pipeline task itself."""
-    return trainer.workers > 1 or trainer.parameter_servers > 0 or trainer.accelerator is not None
-
-
 def worker_pools(trainer, image: str) -> list[dict[str, Any]]:
     """Vertex worker pool specs. Accelerators go where the replicas compute: the chief and the workers
     under MultiWorkerMirrored; the workers only under ParameterServer (the chief coordinates)."""

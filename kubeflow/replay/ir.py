@@ -12,6 +12,11 @@ from typing import Any
 
 import yaml
 
+from tfxd.kubeflow.cluster_target import ClusterTarget
+from tfxd.kubeflow.kubeflow_pipelines import KubeflowPipelines
+from tfxd.kubeflow.targets import cluster_target
+from tfxd.kubeflow.vertex import VertexPipelines
+
 
 class ReplayError(Exception):
     """The compiled file cannot be replayed (unreadable, or uses something replay does not support)."""
@@ -20,13 +25,18 @@ class ReplayError(Exception):
 @dataclass
 class Compiled:
     path: str
-    kind: str  # "vertex" (PipelineJob JSON) or "kubeflow" (PipelineSpec YAML)
+    kind: str  # the target it was compiled for: vertex (PipelineJob JSON) or kubeflow (PipelineSpec YAML)
     spec: dict[str, Any]  # the PipelineSpec
     runtime_config: dict[str, Any] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
         return self.spec.get("pipelineInfo", {}).get("name") or "pipeline"
+
+    @property
+    def target(self) -> ClusterTarget:
+        """The service that would run it, whose ways replay follows."""
+        return cluster_target(self.kind)
 
     @property
     def pipeline_root(self) -> str | None:
@@ -46,9 +56,9 @@ def load_compiled(path: str) -> Compiled:
         raise ReplayError(f"{path} is neither JSON nor YAML: {exc}") from exc
     document = documents[0] if documents else None
     if isinstance(document, dict) and isinstance(document.get("pipelineSpec"), dict):
-        return Compiled(path, "vertex", document["pipelineSpec"], document.get("runtimeConfig") or {})
+        return Compiled(path, VertexPipelines.NAME, document["pipelineSpec"], document.get("runtimeConfig") or {})
     if isinstance(document, dict) and "root" in document and "deploymentSpec" in document:
-        return Compiled(path, "kubeflow", document)
+        return Compiled(path, KubeflowPipelines.NAME, document)
     raise ReplayError(f"{path} is not a compiled pipeline: expected a Vertex PipelineJob (pipelineSpec, "
                       "runtimeConfig) or a KFP PipelineSpec (root, deploymentSpec)")
 

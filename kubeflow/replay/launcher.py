@@ -156,7 +156,7 @@ class Launcher:
             parameters: dict[str, tuple[Any, str]], inputs: dict[str, list], log: str) -> TaskResult:
         io = self._prepare(name, component, parameters, inputs, log)
         pre = container.get("lifecycle", {}).get("preCacheCheck")
-        if pre and self.replay.compiled.kind == "kubeflow":  # the open-source launcher runs no hooks
+        if pre and not self.replay.compiled.target.RUNS_LIFECYCLE_HOOKS:  # KFP's open-source launcher
             self.notes.append(f"{name}: its preCacheCheck hook was not run, as the open-source Kubeflow "
                               "Pipelines backend does not run it")
         elif pre:

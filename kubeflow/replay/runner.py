@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tfxd import keys, stops
+from tfxd import keys, stops, training_report
 from tfxd.beam_engines import ENGINES, Engine
 from tfxd.beam_engines import problems as engine_problems
 from tfxd.files import write_json
@@ -58,7 +58,7 @@ from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResu
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run import beam_engine
 from tfxd.pipeline.run.outcome import new_run_id
-from tfxd.pipeline.run.records import read_training_report
+from tfxd.training_report import TrainingReport
 
 TaskCallback = Callable[[str, dict[str, Any]], None]
 
@@ -160,7 +160,7 @@ class _Tasks:
             executor = self.executor(name, self.component(task))
             if not {"container", "resolver", "importer"} & set(executor):
                 raise ReplayError(f"task {name}: executor kind {sorted(executor)} is not supported by replay")
-            if self.replay.compiled.kind == "kubeflow" and "resolver" in executor:
+            if not self.replay.compiled.target.RUNS_RESOLVERS and "resolver" in executor:
                 raise ReplayError(f"task {name} is a resolver, and the open-source Kubeflow Pipelines backend "
                                   "runs container and importer executors only (its compiler, kubeflow/pipelines "
                                   "backend/src/v2/compiler, refuses the run); a resolver runs on Vertex AI. "
@@ -330,8 +330,8 @@ class _Tasks:
             "pushed_destination_on_cluster": self.localize.on_cluster(destination),
             "pipeline_root_on_cluster": self.replay.compiled.pipeline_root,
             "buckets": dict(sorted(self.localize.seen.items())),
-            "strategy": trained.get("plan"),
-            **({"warm_start": trained["warm_start"]} if "warm_start" in trained else {}),
+            "strategy": trained.plan if trained else None,
+            **({"warm_start": trained.warm_start} if trained and trained.warm_start is not None else {}),
             **self._gates(),
             "notes": self.launcher.notes,
         }
@@ -355,11 +355,11 @@ class _Tasks:
             return None
         return self._example_metadata().get(keys.NO_NEW_DATA_PROPERTY) or None
 
-    def _training_report(self) -> dict[str, Any]:
+    def _training_report(self) -> TrainingReport | None:
         """What the Trainer's chief wrote next to the model (keys.TRAINING_REPORT_FILE): plan, warm start."""
         trained = self.results.get("Trainer")  # the baseline task produces a Model too
         models = trained.artifacts.get("model") if trained else None
-        return read_training_report(models[0]["uri"]) if models else {}
+        return training_report.read(models[0]["uri"]) if models else None
 
     def _gates(self) -> dict[str, Any]:
         """ExampleValidator's drift and skew records (validation.drift, validation.skew), as locally."""

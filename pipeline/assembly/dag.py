@@ -45,6 +45,7 @@ from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
+from tfxd.pipeline.spec.targets import TargetSection
 
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
@@ -173,25 +174,34 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
     for several replicas or accelerators, or as a TFJob when targets.kubeflow.trainer asks for several
     replicas."""
     spec = loaded.spec
-    trainer_class = Trainer
+    trainer_class: type[Any] = Trainer
     custom_config = trainer_config(loaded, spec.targets.local.trainer.model_dump() if not place.on_cluster else None)
-    vertex = spec.targets.vertex
-    if place.target == "vertex" and vertex is not None:
-        # start-up: the Vertex training client (aiplatform) loads only when compiling for Vertex
-        from tfxd.components.trainer import vertex_job
-
-        if vertex_job.needs_custom_job(vertex.trainer):
-            trainer_class = vertex_job.VertexTrainer
-            custom_config = {**custom_config, **vertex_job.custom_config(vertex)}
-    kubeflow = spec.targets.kubeflow
-    if place.target == "kubeflow" and kubeflow is not None and kubeflow.trainer.needs_tfjob:
-        trainer_class = TFJobTrainer
-        custom_config = {**custom_config, TrainerConfig.TFJOB: tfjob_settings(spec.name, kubeflow)}
+    section: TargetSection | None = getattr(spec.targets, place.target)
+    launcher = section.trainer_launcher() if section is not None else None
+    if launcher is not None:
+        trainer_class, launch_config = _LAUNCHERS[launcher](loaded)
+        custom_config = {**custom_config, **launch_config}
     train_args, eval_args = _steps(spec, place)
     return trainer_class(examples=transform.outputs["transformed_examples"],
                          transform_graph=transform.outputs["transform_graph"], schema=schema,
                          run_fn=keys.RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config,
                          base_model=warm_start.outputs["model"] if warm_start else None)
+
+
+def _tfjob(loaded: LoadedSpec) -> tuple[type[Any], dict[str, Any]]:
+    return TFJobTrainer, {TrainerConfig.TFJOB: tfjob_settings(loaded.spec.name, loaded.spec.targets.kubeflow)}
+
+
+def _vertex_custom_job(loaded: LoadedSpec) -> tuple[type[Any], dict[str, Any]]:
+    # start-up: the Vertex training client (aiplatform) loads only when compiling for Vertex
+    from tfxd.components.trainer import vertex_job
+
+    return vertex_job.VertexTrainer, vertex_job.custom_config(loaded.spec.targets.vertex)
+
+
+# The Trainer classes that launch its replicas outside the pipeline task, by the launcher a target names
+# (pipeline.spec.targets: TargetSection.trainer_launcher), with what each adds to the custom_config.
+_LAUNCHERS = {keys.TFJOB_LAUNCHER: _tfjob, keys.VERTEX_JOB_LAUNCHER: _vertex_custom_job}
 
 
 def runtime_parameters(spec: Spec) -> dict[str, str]:

@@ -230,10 +230,9 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> d
         "components": [run.status(name) for name in names],
         "examples": records.examples_report(run),
         "no_new_data": records.no_new_data(run),
-        "strategy": training.get("plan"),
+        "strategy": training.plan if training else None,
         "metrics": overall,
-        "training": {key: training[key] for key in ("epochs", "steps_per_epoch", "metrics", "history", "warm_start")
-                     if key in training},
+        "training": training.for_summary() if training else {},
         "evaluation": evaluation,
         "anomalies": records.anomalies_report(run),
         "drift": records.drift_report(run),

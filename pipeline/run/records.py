@@ -5,16 +5,17 @@ execution's own events so that a cached component reports the artifacts this run
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ml_metadata.proto import metadata_store_pb2
 from tfx.types import artifact_utils
 
 from tfxd import keys
+from tfxd import training_report as training_report_file
 from tfxd.components.example_validator.executor import describe, read_anomalies
 from tfxd.pipeline.run import metadata
 from tfxd.pipeline.run.results import metrics_per_slice, not_blessed_because
+from tfxd.training_report import TrainingReport
 
 _STATUS = {"COMPLETE": "ran", "CACHED": "cached", "FAILED": "failed", "RUNNING": "failed", "CANCELED": "failed"}
 
@@ -96,19 +97,10 @@ def no_new_data(records: RunRecords) -> str | None:
     return _custom(records.artifact("ExampleGen", "examples"), keys.NO_NEW_DATA_PROPERTY) or None
 
 
-def training_report(records: RunRecords) -> dict[str, Any]:
+def training_report(records: RunRecords) -> TrainingReport | None:
     """The plan, final metrics and per-epoch history the Trainer wrote next to the model this run used."""
     model = records.artifact("Trainer", "model")
-    return read_training_report(model.uri) if model is not None else {}
-
-
-def read_training_report(model_uri: str) -> dict[str, Any]:
-    """keys.TRAINING_REPORT_FILE beside the model in ``model_uri`` (the chief's run_fn writes it); {} if none."""
-    path = os.path.join(model_uri, keys.TRAINING_REPORT_FILE)
-    if not os.path.exists(path):
-        return {}
-    with open(path) as handle:
-        return json.load(handle)
+    return training_report_file.read(model.uri) if model is not None else None
 
 
 def anomalies_report(records: RunRecords) -> list[str]:

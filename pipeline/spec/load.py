@@ -8,24 +8,22 @@ from __future__ import annotations
 
 import glob
 import os
-import re
 
 from pydantic import ValidationError
 
 from tfxd.beam_engines import ENGINES
 from tfxd.beam_engines import problems as engine_problems
 from tfxd.files import is_uri
-from tfxd.pipeline.spec import cron, data_files, overrides, yaml_source
+from tfxd.pipeline.spec import data_files, overrides, yaml_source
 from tfxd.pipeline.spec.document import Beam, Spec
 from tfxd.pipeline.spec.errors import Located, Problems, SpecError
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.locate import locate_all
 from tfxd.pipeline.spec.placement import Placement
 from tfxd.pipeline.spec.targets import (
-    KFP_PIPELINE_NAME,
+    TARGET_MODELS,
     TARGETS,
-    KubeflowTarget,
-    Resources,
+    TargetSection,
     TrainerCluster,
     VertexTrainer,
 )
@@ -53,7 +51,7 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
         _check_target(loaded, target, problems)
     if check_files:
         _check_files(loaded, problems)
-        if target in (None, "local"):
+        if target is None or (target in TARGET_MODELS and not TARGET_MODELS[target].ON_CLUSTER):
             _check_engine(spec.beam, problems)
     if problems.items:
         raise SpecError([doc.locate(p, of_key=not p.path or p.path[-1] == "targets") for p in problems.items])
@@ -72,20 +70,19 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
     if target not in TARGETS:
         problems.add(("targets",), f"unknown target {target!r}", f"targets are: {', '.join(TARGETS)}")
         return
-    if target != "local" and getattr(spec.targets, target) is None:
-        needs = {"kubeflow": "image", "vertex": "project, region, image and root"}[target]
+    section: TargetSection | None = getattr(spec.targets, target)
+    if section is None:
         problems.add(("targets",), f"the spec has no `targets.{target}` section",
-                     f"add targets.{target} with {needs}")
+                     f"add targets.{target} with {TARGET_MODELS[target].NEEDS}")
         return
-    _check_strategy(spec.training.strategy, getattr(spec.targets, target).trainer, target, problems)
-    if target != "local" and spec.beam.needs_job_server:
+    _check_strategy(spec.training.strategy, section.trainer, target, problems)  # type: ignore[attr-defined]
+    if section.ON_CLUSTER and spec.beam.needs_job_server:
         engine = ENGINES[spec.beam.runner]
         problems.add(("beam", "runner"), f"on {target} each Beam step submits to a Beam {engine.title} job server "
                      "in the cluster, and the spec names none (no Java or engine runs in the pipeline image)",
                      f"run Beam's {engine.title} job server beside {engine.title} (docs/data.md, \"Beam on Flink and "
                      f"Spark\") and set beam.job_endpoint, e.g. beam-{engine.name}-job-server:8099")
-    if target == "kubeflow":
-        _check_kubeflow(spec, problems)
+    section.check(spec.name, problems)
     Placement(loaded, target).problems(problems)
 
 
@@ -95,52 +92,6 @@ def _check_strategy(strategy: Strategy, cluster: TrainerCluster | VertexTrainer,
     refusal = cluster_refusal(strategy, cluster.workers, cluster.parameter_servers, f"targets.{target}.trainer")
     if refusal is not None:
         problems.add(("training", "strategy"), refusal.problem, refusal.fix)
-
-
-def _check_kubeflow_trainer(kubeflow: KubeflowTarget, problems: Problems) -> None:
-    """A TFJob that cannot work, or keys that configure a TFJob which does not run."""
-    trainer, at = kubeflow.trainer, ("targets", "kubeflow", "trainer")
-    if not trainer.needs_tfjob:
-        tfjob_keys = sorted(trainer.model_fields_set - {"workers", "parameter_servers"})
-        if tfjob_keys:
-            problems.add((*at, tfjob_keys[0]), f"{', '.join(tfjob_keys)} configure(s) the TFJob, which runs only "
-                         "when the Trainer has more than one worker or parameter servers",
-                         "for one Trainer pod use targets.kubeflow.resources.Trainer, or set workers: 2 or more")
-        return
-    if trainer.resources.ps.gpu:
-        problems.add((*at, "resources", "ps", "gpu"), "parameter servers hold variables and compute nothing: "
-                     "a GPU there is never used", "put GPUs under resources.worker")
-    if trainer.parameter_servers and trainer.clean_pod_policy == "None":
-        problems.add((*at, "clean_pod_policy"), "parameter servers (and, under ParameterServer, the workers) "
-                     "serve until they are stopped: with clean_pod_policy None they keep running, and holding "
-                     "their nodes, after the training ends", "use Running (the default) or All")
-    launcher = kubeflow.resources.get("Trainer")
-    if launcher is not None and launcher.gpu:
-        problems.add(("targets", "kubeflow", "resources", "Trainer", "gpu"), "with a TFJob the Trainer task only "
-                     "launches and follows the job: a GPU there is never used",
-                     "put GPUs under targets.kubeflow.trainer.resources.worker")
-
-
-def _check_kubeflow(spec: Spec, problems: Problems) -> None:
-    """What the Kubeflow target cannot honour, refused rather than dropped."""
-    kubeflow = spec.targets.kubeflow
-    assert kubeflow is not None
-    if not re.match(KFP_PIPELINE_NAME, spec.name):
-        problems.add(("name",), f"Kubeflow Pipelines takes a pipeline name that starts and ends with a letter or "
-                     f"digit, and {spec.name!r} does not", "drop the trailing '-' from name")
-    _check_kubeflow_trainer(kubeflow, problems)
-    if kubeflow.schedule and kubeflow.schedule.timezone not in cron.KFP_TIMEZONES:
-        problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time zone: "
-                     "their cron is read in the cluster's time (UTC)", "use timezone: UTC and write the cron in UTC")
-    requests: list[tuple[tuple[str, ...], Resources]] = [(("resources", component), resources)
-                                                         for component, resources in kubeflow.resources.items()]
-    if kubeflow.trainer.needs_tfjob:
-        requests += [(("trainer", "resources", kind), getattr(kubeflow.trainer.resources, kind))
-                     for kind in ("worker", "ps")]
-    for at, resources in requests:
-        if resources.memory and resources.memory.endswith("m"):
-            problems.add(("targets", "kubeflow", *at, "memory"), f"memory {resources.memory!r} is in thousandths "
-                         "of a byte", "use Mi or Gi, e.g. 512Mi")
 
 
 def _check_files(loaded: LoadedSpec, problems: Problems) -> None:

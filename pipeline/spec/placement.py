@@ -16,16 +16,17 @@ from tfxd import keys
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.errors import Problems
 from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.targets import TARGET_MODELS, TargetSection
 
 
 @dataclass(frozen=True)
 class Placement:
     loaded: LoadedSpec
-    target: str = "local"  # local | kubeflow | vertex
+    target: str = "local"  # a name of pipeline.spec.targets.TARGETS
 
     @property
     def on_cluster(self) -> bool:
-        return self.target != "local"
+        return TARGET_MODELS[self.target].ON_CLUSTER
 
     def path(self, spec_path: str) -> str:
         """A path from the spec, as the pipeline's processes see it."""
@@ -43,12 +44,8 @@ class Placement:
     def cluster_root(self) -> str | None:
         """The target's bucket folder for this pipeline (None locally, or when the spec names none)."""
         spec = self.loaded.spec
-        if self.target == "vertex" and spec.targets.vertex:
-            base: str | None = spec.targets.vertex.root
-        elif self.target == "kubeflow" and spec.targets.kubeflow:
-            base = spec.targets.kubeflow.root or (spec.root if spec.root and is_uri(spec.root) else None)
-        else:
-            return None
+        section: TargetSection | None = getattr(spec.targets, self.target)
+        base = section.bucket(spec.root) if section is not None else None
         return posixpath.join(base, spec.name) if base else None
 
     def pipeline_root(self) -> str:
@@ -77,10 +74,10 @@ class Placement:
                 problems.add(path, f"{value!r} is outside the spec's folder, which is all the pipeline image "
                              f"holds for target {target}",
                              "move it under the spec's folder, or use a gs:// path")
-        if target == "kubeflow" and self.cluster_root() is None:
-            problems.add(("targets", "kubeflow", "root"), "the kubeflow target needs a pipeline root its pods can "
+        if self.cluster_root() is None:
+            problems.add(("targets", target, "root"), f"the {target} target needs a pipeline root its pods can "
                          "write (TFX writes artifacts with TensorFlow's file system)",
-                         "add targets.kubeflow.root: gs://bucket/folder (or s3://...)")
+                         f"add targets.{target}.root: gs://bucket/folder (or s3://...)")
         default_push = posixpath.join(spec.root or "", "serving")
         if spec.push.to and not is_uri(spec.push.to) and spec.push.to != default_push:
             problems.add(("push", "to"), f"push.to {spec.push.to!r} is a local folder, which a {target} "

@@ -1,12 +1,21 @@
 """Where it runs: `targets` (local, kubeflow, vertex) and their schedules. The other sections never
-name a target; a target never changes what the pipeline computes."""
+name a target; a target never changes what the pipeline computes.
+
+Each target's model also carries what the spec's floors ask of a target (does it run on a cluster, the
+bucket its pipeline root and pushes go to, what it cannot honour, which launcher its Trainer needs), so
+placement, validation and assembly read a target's facts and never branch on its name; kubeflow/'s
+target modules do the same for compile, submit, schedule and replay.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, model_validator
 
+from tfxd import keys
+from tfxd.files import is_uri
 from tfxd.pipeline.spec import cron
 from tfxd.pipeline.spec.base import QUANTITY, Component, PositiveInt, Section
 from tfxd.pipeline.spec.errors import Problems
@@ -23,7 +32,29 @@ class TrainerCluster(Section):
     parameter_servers: int = Field(0, ge=0)
 
 
-class LocalTarget(Section):
+class TargetSection(Section):
+    """What every target answers. ON_CLUSTER: the pipeline runs from the image, on a cluster's bucket;
+    NEEDS: the keys a spec must give for this target (said when the section is missing)."""
+
+    ON_CLUSTER: ClassVar[bool] = True
+    NEEDS: ClassVar[str] = ""
+
+    def bucket(self, spec_root: str | None) -> str | None:
+        """The folder under which the pipeline's root and pushes go (None: the target has none)."""
+        return None
+
+    def trainer_launcher(self) -> str | None:
+        """The launcher that runs the Trainer's replicas outside its own task (pipeline/assembly/dag.py
+        maps it to a Trainer class), or None when the Trainer trains in its task."""
+        return None
+
+    def check(self, name: str, problems: Problems) -> None:
+        """What this target cannot honour in the spec, refused rather than dropped."""
+
+
+class LocalTarget(TargetSection):
+    ON_CLUSTER: ClassVar[bool] = False
+
     orchestrator: Literal["local", "beam"] = Field(
         "local", description="local: LocalDagRunner, one node at a time; beam: BeamDagRunner, independent "
         "branches side by side")
@@ -124,7 +155,9 @@ class KubeflowTrainer(TrainerCluster):
         return self.workers > 1 or self.parameter_servers > 0
 
 
-class KubeflowTarget(Section):
+class KubeflowTarget(TargetSection):
+    NEEDS: ClassVar[str] = "image"
+
     image: str = Field(min_length=1, description="the pipeline image, built from kubeflow/Dockerfile")
     host: str | None = Field(None, pattern=r"^https?://", description="the KFP API endpoint")
     root: str | None = Field(None, pattern=r"^[a-z][a-z0-9+.-]*://.+", description="the pipeline root on the "
@@ -132,6 +165,54 @@ class KubeflowTarget(Section):
     resources: dict[Component, Resources] = Field(default_factory=dict)
     trainer: KubeflowTrainer = Field(default_factory=KubeflowTrainer)
     schedule: Schedule | None = None
+
+    def bucket(self, spec_root: str | None) -> str | None:
+        return self.root or (spec_root if spec_root and is_uri(spec_root) else None)
+
+    def trainer_launcher(self) -> str | None:
+        return keys.TFJOB_LAUNCHER if self.trainer.needs_tfjob else None
+
+    def check(self, name: str, problems: Problems) -> None:
+        if not re.match(KFP_PIPELINE_NAME, name):
+            problems.add(("name",), f"Kubeflow Pipelines takes a pipeline name that starts and ends with a letter "
+                         f"or digit, and {name!r} does not", "drop the trailing '-' from name")
+        self._check_trainer(problems)
+        if self.schedule and self.schedule.timezone not in cron.KFP_TIMEZONES:
+            problems.add(("targets", "kubeflow", "schedule", "timezone"), "Kubeflow recurring runs have no time "
+                         "zone: their cron is read in the cluster's time (UTC)",
+                         "use timezone: UTC and write the cron in UTC")
+        requests: list[tuple[tuple[str, ...], Resources]] = [(("resources", component), resources)
+                                                             for component, resources in self.resources.items()]
+        if self.trainer.needs_tfjob:
+            requests += [(("trainer", "resources", kind), getattr(self.trainer.resources, kind))
+                         for kind in ("worker", "ps")]
+        for at, resources in requests:
+            if resources.memory and resources.memory.endswith("m"):
+                problems.add(("targets", "kubeflow", *at, "memory"), f"memory {resources.memory!r} is in "
+                             "thousandths of a byte", "use Mi or Gi, e.g. 512Mi")
+
+    def _check_trainer(self, problems: Problems) -> None:
+        """A TFJob that cannot work, or keys that configure a TFJob which does not run."""
+        trainer, at = self.trainer, ("targets", "kubeflow", "trainer")
+        if not trainer.needs_tfjob:
+            tfjob_keys = sorted(trainer.model_fields_set - {"workers", "parameter_servers"})
+            if tfjob_keys:
+                problems.add((*at, tfjob_keys[0]), f"{', '.join(tfjob_keys)} configure(s) the TFJob, which runs "
+                             "only when the Trainer has more than one worker or parameter servers",
+                             "for one Trainer pod use targets.kubeflow.resources.Trainer, or set workers: 2 or more")
+            return
+        if trainer.resources.ps.gpu:
+            problems.add((*at, "resources", "ps", "gpu"), "parameter servers hold variables and compute nothing: "
+                         "a GPU there is never used", "put GPUs under resources.worker")
+        if trainer.parameter_servers and trainer.clean_pod_policy == "None":
+            problems.add((*at, "clean_pod_policy"), "parameter servers (and, under ParameterServer, the workers) "
+                         "serve until they are stopped: with clean_pod_policy None they keep running, and "
+                         "holding their nodes, after the training ends", "use Running (the default) or All")
+        launcher = self.resources.get("Trainer")
+        if launcher is not None and launcher.gpu:
+            problems.add(("targets", "kubeflow", "resources", "Trainer", "gpu"), "with a TFJob the Trainer task "
+                         "only launches and follows the job: a GPU there is never used",
+                         "put GPUs under targets.kubeflow.trainer.resources.worker")
 
 
 class Accelerator(Section):
@@ -145,8 +226,15 @@ class VertexTrainer(Section):
     machine_type: str = Field("n1-standard-4", min_length=1)
     accelerator: Accelerator | None = None
 
+    @property
+    def needs_custom_job(self) -> bool:
+        """One process without accelerators trains inside the pipeline task itself."""
+        return self.workers > 1 or self.parameter_servers > 0 or self.accelerator is not None
 
-class VertexTarget(Section):
+
+class VertexTarget(TargetSection):
+    NEEDS: ClassVar[str] = "project, region, image and root"
+
     project: str = Field(pattern=r"^[a-z][a-z0-9-]{4,28}[a-z0-9]$", description="the Google Cloud project id")
     region: str = Field(pattern=r"^[a-z]+-[a-z]+[0-9]$", description="e.g. us-central1")
     image: str = Field(min_length=1, description="the pipeline image, built from kubeflow/Dockerfile")
@@ -155,6 +243,12 @@ class VertexTarget(Section):
     trainer: VertexTrainer = Field(default_factory=VertexTrainer)
     schedule: Schedule | None = None
 
+    def bucket(self, spec_root: str | None) -> str | None:
+        return self.root
+
+    def trainer_launcher(self) -> str | None:
+        return keys.VERTEX_JOB_LAUNCHER if self.trainer.needs_custom_job else None
+
 
 class Targets(Section):
     local: LocalTarget = Field(default_factory=LocalTarget)
@@ -162,5 +256,9 @@ class Targets(Section):
     vertex: VertexTarget | None = None
 
 
-TARGETS = tuple(Targets.model_fields)
-
+# The targets and each one's model (its facts hold also where the spec has no section for it): the one
+# table of target names below kubeflow/ (tests/test_house.py refuses a branch on a name elsewhere).
+TARGET_MODELS: dict[str, type[TargetSection]] = {"local": LocalTarget, "kubeflow": KubeflowTarget,
+                                                 "vertex": VertexTarget}
+TARGETS = tuple(TARGET_MODELS)
+CLUSTER_TARGETS = tuple(name for name, model in TARGET_MODELS.items() if model.ON_CLUSTER)

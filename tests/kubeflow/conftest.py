@@ -25,7 +25,7 @@ from tests.conftest import BASE_SPEC, REPO
 from tests.kubeflow.fake_kfp import FakeKfp
 from tests.kubeflow.fake_vertex import PROJECT_NUMBER, FakeVertex
 from tests.pipeline.run.test_run_taxi import tfxd
-from tfxd.kubeflow.submit import vertex_sdk
+from tfxd.kubeflow.clients import vertex_sdk
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.load import load_spec
 

@@ -137,16 +137,17 @@ def test_the_compiled_taxi_files_go_through_the_strict_fakes(compiled, fake_kfp,
     """The fakes refuse what the services refuse (unknown fields, the backend's rules, schedule rules):
     tfxd's own taxi files are taken, as runs and as schedules."""
     from tfxd.kubeflow import schedules
-    from tfxd.kubeflow.submit import submit_kubeflow, submit_vertex
+    from tfxd.kubeflow.kubeflow_pipelines import submit_kubeflow
+    from tfxd.kubeflow.vertex import submit_vertex
 
     sets = ("targets.kubeflow.schedule={cron: '0 3 * * 7'}",
             "targets.vertex.schedule={cron: '0 3 * * *', timezone: Europe/Berlin}")
     spec = load_spec(str(REPO / "examples" / "taxi.yaml"), sets, check_files=False).spec
     submit_kubeflow(spec, str(compiled[("taxi", "kubeflow")]), host=fake_kfp.url)
-    assert schedules.apply(spec, "kubeflow", str(compiled[("taxi", "kubeflow")]), host=fake_kfp.url).startswith(
+    assert schedules.apply(spec, "kubeflow", str(compiled[("taxi", "kubeflow")]), endpoint=fake_kfp.url).startswith(
         "created")
     submit_vertex(spec, str(compiled[("taxi", "vertex")]), credentials=credentials, api_endpoint=fake_vertex.url)
     assert schedules.apply(spec, "vertex", str(compiled[("taxi", "vertex")]), credentials=credentials,
-                           api_endpoint=fake_vertex.url).startswith("created")
+                           endpoint=fake_vertex.url).startswith("created")
     assert len(fake_kfp.runs) == len(fake_kfp.recurring_runs) == len(fake_vertex.jobs) == 1
     assert len(fake_vertex.schedules) == 1

@@ -9,8 +9,9 @@ import yaml
 
 from tests.kubeflow.kfp_rules import same_pipeline_spec
 from tfxd.kubeflow import schedules
-from tfxd.kubeflow.schedules import ScheduleError, kfp_cron
-from tfxd.kubeflow.submit import compiled_hash, spec_hash
+from tfxd.kubeflow.clients import compiled_hash, spec_hash
+from tfxd.kubeflow.kubeflow_pipelines import kfp_cron
+from tfxd.kubeflow.schedules import ScheduleError
 from tfxd.pipeline.spec.targets import Schedule
 
 PARENT = "/v1/projects/demo-project/locations/europe-west4"
@@ -19,12 +20,12 @@ PARENT = "/v1/projects/demo-project/locations/europe-west4"
 @pytest.fixture
 def vertex(fake_vertex, credentials):
     """Keyword arguments that aim schedules.* at the fake Vertex AI."""
-    return {"credentials": credentials, "api_endpoint": fake_vertex.url}
+    return {"credentials": credentials, "endpoint": fake_vertex.url}
 
 
 @pytest.fixture
 def kfp(fake_kfp):
-    return {"host": fake_kfp.url}
+    return {"endpoint": fake_kfp.url}
 
 
 def _summary(requests):

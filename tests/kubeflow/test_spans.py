@@ -20,7 +20,7 @@ from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd.kubeflow import schedules
 from tfxd.kubeflow.compile import compile_to
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError, runtime_value
-from tfxd.kubeflow.submit import submit_vertex
+from tfxd.kubeflow.vertex import submit_vertex
 from tfxd.pipeline.spec.load import load_spec
 
 SCHEDULED = (SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
@@ -117,7 +117,7 @@ def test_kfp_and_aiplatform_take_the_span_as_a_run_parameter(compiled_spans, tmp
 def test_a_vertex_schedule_sends_the_scheduled_time_placeholder(compiled_spans, fake_vertex, credentials):
     folder, files = compiled_spans
     spec = load_spec(str(folder / "demo.yaml"), check_files=False).spec
-    schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, api_endpoint=fake_vertex.url)
+    schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, endpoint=fake_vertex.url)
     [create] = fake_vertex.writes()
     task = _example_gen(create.body["createPipelineJobRequest"]["pipelineJob"]["pipelineSpec"])
     assert task["inputs"]["parameters"]["tfxd_schedule_time"]["runtimeValue"]["constant"] == (
@@ -185,7 +185,7 @@ def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans
         [request] = fake_vertex.calls("POST", "/pipelineJobs")
         job = request.body
     else:
-        schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, api_endpoint=fake_vertex.url)
+        schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, endpoint=fake_vertex.url)
         [request] = fake_vertex.writes()
         job = request.body["createPipelineJobRequest"]["pipelineJob"]
     tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]

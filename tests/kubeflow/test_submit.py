@@ -11,14 +11,9 @@ import pytest
 import yaml
 
 from tests.kubeflow.kfp_rules import same_pipeline_spec
-from tfxd.kubeflow.submit import (
-    RunFailed,
-    compiled_hash,
-    quiet,
-    spec_hash,
-    submit_kubeflow,
-    submit_vertex,
-)
+from tfxd.kubeflow.clients import RunFailed, compiled_hash, quiet, spec_hash
+from tfxd.kubeflow.kubeflow_pipelines import submit_kubeflow
+from tfxd.kubeflow.vertex import submit_vertex
 
 FAST = {"poll_interval": 0.01, "timeout": 10}
 

@@ -23,7 +23,7 @@ from tfx.types import standard_artifacts
 from tests.conftest import REPO
 from tests.kubeflow.conftest import SPEC_TEXT
 from tfxd import keys
-from tfxd.components.trainer import tfjob
+from tfxd.components.trainer import job_launch, operator_job, tfjob
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.kubeflow.replay import training_operator
 from tfxd.kubeflow.replay.kube_api import KubeApi
@@ -149,7 +149,7 @@ def task(tmp_path, monkeypatch):
     model_run.uri = str(tmp_path / "run-1" / "Trainer" / "model_run")
     config = {keys.TrainerConfig.SPEC: {}, keys.TrainerConfig.TFJOB: settings(tmp_path)}
     properties = {"custom_config": json.dumps(config), "run_fn": "tfxd.trainer_module.run_fn.run_fn"}
-    monkeypatch.setattr(tfjob, "POLL_SECONDS", 1)
+    monkeypatch.setattr(job_launch, "POLL_SECONDS", 1)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KFP_POD_NAME", "demo-trainer-pod")
     monkeypatch.setenv("KFP_POD_UID", "uid-1")
@@ -193,7 +193,7 @@ def test_success_follows_the_job_to_its_end(task, caplog):
     assert job["metadata"]["name"] == manifest.job_name("demo", task.model_uri)
     assert job["metadata"]["ownerReferences"][0] == {"apiVersion": "v1", "kind": "Pod", "name": "demo-trainer-pod",
                                                       "uid": "uid-1"}
-    replica = tfjob.decode(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][0])
+    replica = operator_job.decode(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][0])
     assert keys.TrainerConfig.TFJOB not in json.loads(replica["exec_properties"]["custom_config"])  # replicas train
     assert keys.TrainerConfig.BACKUP_DIR in json.loads(replica["exec_properties"]["custom_config"])
     text = caplog.text
@@ -214,7 +214,7 @@ def test_a_failed_replica_is_named_with_its_reason_and_log_and_the_job_deleted(t
         pods({("Worker", 1): ("Failed", {"terminated": {"exitCode": 137, "reason": "OOMKilled"}})})(api, job)
 
     script = Script([(0.2, pods(ALL_RUNNING)), (0.3, oom)])
-    with serve(script) as api, pytest.raises(tfjob.TFJobFailed) as failure:
+    with serve(script) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     name = script.jobs[0]["metadata"]["name"]
     message = str(failure.value)
@@ -229,7 +229,7 @@ def test_a_replica_that_cannot_pull_its_image_fails_the_step_at_once(task):
                                      "message": 'Back-off pulling image "registry.example.com/demo:1.0"'}})
     script = Script([(0.2, pods({("Chief", 0): RUNNING, ("Worker", 0): stuck}))])
     started = time.monotonic()
-    with serve(script) as api, pytest.raises(tfjob.TFJobFailed) as failure:
+    with serve(script) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     assert time.monotonic() - started < 30
     assert "replica worker-0" in str(failure.value) and "cannot start: ImagePullBackOff: Back-off pulling image" in \
@@ -242,16 +242,16 @@ def test_the_operators_deadline_and_the_steps_own(task, monkeypatch):
         key = (NAMESPACE, job["metadata"]["name"])
         api.set_status(*key, training_operator.job_status(api.jobs[key], api.job_pods(*key), deadline_passed=True))
 
-    with serve(Script([(0.2, pods(ALL_RUNNING)), (0.2, late)])) as api, pytest.raises(tfjob.TFJobFailed) as failure:
+    with serve(Script([(0.2, pods(ALL_RUNNING)), (0.2, late)])) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     assert "has failed because it was active longer than specified deadline" in str(failure.value)
     assert not api.jobs
     # an operator that never ends the job: the step stops it past the deadline and its grace
-    monkeypatch.setattr(tfjob, "GRACE_SECONDS", 0)
+    monkeypatch.setattr(job_launch, "GRACE_SECONDS", 0)
     config = json.loads(task.artifacts[2]["custom_config"])
     config[keys.TrainerConfig.TFJOB].update(timeout="2s", timeout_seconds=2)
     task.artifacts[2]["custom_config"] = json.dumps(config)
-    with serve(Script([(0.2, pods(ALL_RUNNING))])) as api, pytest.raises(tfjob.TFJobFailed) as failure:
+    with serve(Script([(0.2, pods(ALL_RUNNING))])) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     assert "did not finish within 2s (targets.kubeflow.trainer.timeout)" in str(failure.value)
     assert not api.jobs
@@ -346,18 +346,18 @@ def test_replicas_default_to_the_pipeline_pods_service_account(tmp_path, monkeyp
     namespace run as it, so they reach the bucket with the pipeline's rights. Elsewhere: none is set."""
     import base64
 
-    from tfxd.components.trainer import tfjob_cluster
+    from tfxd.components.trainer import kubernetes_client
 
     claims = {"iss": "https://kubernetes.default.svc", "kubernetes.io": {
         "namespace": NAMESPACE, "serviceaccount": {"name": "pipeline-runner", "uid": "u"}}}
     encoded = base64.urlsafe_b64encode(json.dumps(claims).encode()).decode().rstrip("=")
     (tmp_path / "token").write_text(f"eyJhbGciOiJSUzI1NiJ9.{encoded}.c2lnbmF0dXJl")
-    monkeypatch.setattr(tfjob_cluster, "SERVICE_ACCOUNT_DIR", str(tmp_path))
+    monkeypatch.setattr(kubernetes_client, "SERVICE_ACCOUNT_DIR", str(tmp_path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with KubeApi() as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
-        assert tfjob_cluster.Kubernetes().own_service_account() == "pipeline-runner"
-        assert tfjob_cluster.Kubernetes("other-team").own_service_account() is None
+        assert kubernetes_client.Kubernetes(tfjob.TFJob()).own_service_account() == "pipeline-runner"
+        assert kubernetes_client.Kubernetes(tfjob.TFJob(), "other-team").own_service_account() is None
 
 
 def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
@@ -365,7 +365,7 @@ def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
     (the operator to install): the kubernetes client's own exceptions, as the API server words them."""
     from kubernetes.client.exceptions import ApiException
 
-    from tfxd.components.trainer import tfjob_cluster
+    from tfxd.components.trainer import kubernetes_client
 
     def answer(status: int, reason: str, message: str) -> ApiException:
         exc = ApiException(status=status, reason=reason)
@@ -375,7 +375,7 @@ def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with KubeApi() as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
-        kube = tfjob_cluster.Kubernetes()
+        kube = kubernetes_client.Kubernetes(tfjob.TFJob())
     rbac = kube._explain("create", answer(403, "Forbidden", 'tfjobs.kubeflow.org is forbidden: User '
                          '"system:serviceaccount:kubeflow:pipeline-runner" cannot create resource "tfjobs"'))
     assert "may not create tfjobs in namespace team-a (HTTP 403): apply kubeflow/tfjob-rbac.yaml" in rbac

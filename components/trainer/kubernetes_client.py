@@ -1,6 +1,6 @@
-"""The few Kubernetes API calls the TFJob launcher makes, with the `kubernetes` client: tfjobs (create,
-get, watch, delete) in one namespace, and the replica pods (list, logs). The RBAC Role that allows
-exactly these is kubeflow/tfjob-rbac.yaml.
+"""The few Kubernetes API calls the Trainer's job launcher (operator_job.py) makes, with the `kubernetes`
+client: the operator's jobs (create, get, watch, delete) in one namespace, and the replica pods (list,
+logs). The RBAC Role that allows exactly these is the operator's (kubeflow/tfjob-rbac.yaml for TFJobs).
 
 Credentials: the pod's own service account inside a cluster (KUBERNETES_SERVICE_HOST is set there),
 else KUBECONFIG / ~/.kube/config. The namespace: the one asked for, else the pod's own (its service
@@ -17,13 +17,12 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from tfxd import keys
+from tfxd.components.trainer.operator_job import OperatorJob
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 # the pipeline step's pod, from the downward API: the KFP backend sets both in every task's main
 # container (backend/src/v2/compiler/argocompiler/common.go: commonEnvs)
 POD_NAME_ENV, POD_UID_ENV = "KFP_POD_NAME", "KFP_POD_UID"
-_API = (keys.TFJob.GROUP, keys.TFJob.VERSION)
 
 
 class KubernetesError(RuntimeError):
@@ -31,8 +30,10 @@ class KubernetesError(RuntimeError):
 
 
 class Kubernetes:
-    def __init__(self, namespace: str | None = None) -> None:
-        # start-up: the kubernetes client loads only in the Trainer task that launches a TFJob
+    """The API as ``job``'s launcher uses it, in ``namespace`` (default: the pod's own, else the context's)."""
+
+    def __init__(self, job: OperatorJob, namespace: str | None = None) -> None:
+        # start-up: the kubernetes client loads only in the Trainer task that launches a job
         from kubernetes import client, config
 
         in_cluster = bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
@@ -42,15 +43,17 @@ class Kubernetes:
             else:  # the client reads KUBECONFIG when it is imported: read it now
                 config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         except config.ConfigException as exc:
-            raise KubernetesError(f"no Kubernetes credentials: {exc}. The TFJob Trainer runs in a Kubeflow "
+            raise KubernetesError(f"no Kubernetes credentials: {exc}. The {job.KIND} Trainer runs in a Kubeflow "
                                   "pipeline pod (or with KUBECONFIG set)") from None
+        self.job = job
+        self._api = (job.GROUP, job.VERSION)
         self.own_namespace = _pod_namespace() if in_cluster else _context_namespace(config)
         self.namespace = namespace or self.own_namespace or "default"
         self.custom = client.CustomObjectsApi()
         self.core = client.CoreV1Api()
 
     def own_pod(self) -> dict[str, str] | None:
-        """The step's pod, the TFJob's owner: only when known and in the job's namespace (an owner
+        """The step's pod, the job's owner: only when known and in the job's namespace (an owner
         reference cannot cross namespaces)."""
         name, uid = os.environ.get(POD_NAME_ENV), os.environ.get(POD_UID_ENV)
         if name and uid and self.namespace == self.own_namespace:
@@ -73,11 +76,11 @@ class Kubernetes:
 
     def create(self, body: dict[str, Any]) -> dict[str, Any]:
         return self._do("create", lambda: self.custom.create_namespaced_custom_object(
-            *_API, self.namespace, keys.TFJob.PLURAL, body))
+            *self._api, self.namespace, self.job.PLURAL, body))
 
     def get(self, name: str) -> dict[str, Any] | None:
         return self._do("get", lambda: self.custom.get_namespaced_custom_object(
-            *_API, self.namespace, keys.TFJob.PLURAL, name), missing=None)
+            *self._api, self.namespace, self.job.PLURAL, name), missing=None)
 
     def delete(self, name: str, wait: bool) -> bool:
         """Delete the job and its pods (foreground); ``wait``: until it is gone, so that its name is free.
@@ -85,14 +88,15 @@ class Kubernetes:
         from kubernetes import client
 
         deleted = self._do("delete", lambda: self.custom.delete_namespaced_custom_object(
-            *_API, self.namespace, keys.TFJob.PLURAL, name, body=client.V1DeleteOptions(
+            *self._api, self.namespace, self.job.PLURAL, name, body=client.V1DeleteOptions(
                 propagation_policy="Foreground")), missing=False)
         if deleted is False:
             return False
         deadline = time.monotonic() + 300
         while wait and self.get(name) is not None:
             if time.monotonic() > deadline:
-                raise KubernetesError(f"the TFJob {self.namespace}/{name} is still being deleted after 5 minutes")
+                raise KubernetesError(f"the {self.job.KIND} {self.namespace}/{name} is still being deleted after "
+                                      "5 minutes")
             time.sleep(1)
         return True
 
@@ -102,7 +106,7 @@ class Kubernetes:
         from kubernetes import watch
 
         stream = watch.Watch().stream(
-            self.custom.list_namespaced_custom_object, *_API, self.namespace, keys.TFJob.PLURAL,
+            self.custom.list_namespaced_custom_object, *self._api, self.namespace, self.job.PLURAL,
             field_selector=f"metadata.name={name}", resource_version=resource_version,
             timeout_seconds=max(1, int(seconds)))
         from kubernetes.client.exceptions import ApiException
@@ -114,19 +118,19 @@ class Kubernetes:
             if exc.status != 410:  # 410 Gone: an expired resource version
                 raise KubernetesError(self._explain("watch", exc)) from None
         except (OSError, HTTPError) as exc:
-            raise KubernetesError(f"cannot reach the Kubernetes API to watch tfjobs: {exc}") from None
+            raise KubernetesError(f"cannot reach the Kubernetes API to watch {self.job.PLURAL}: {exc}") from None
 
     def pods(self, name: str) -> list[dict[str, Any]]:
         from kubernetes import client
 
         found = self._do("list the pods of", lambda: self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{keys.TFJob.JOB_NAME_LABEL}={name}"))
+            self.namespace, label_selector=f"{self.job.JOB_NAME_LABEL}={name}"))
         return [client.ApiClient().sanitize_for_serialization(pod) for pod in found.items]
 
     def log(self, pod: str, lines: int) -> str:
         try:
             return self._do("read the log of", lambda: self.core.read_namespaced_pod_log(
-                pod, self.namespace, container=keys.TFJob.CONTAINER, tail_lines=lines))
+                pod, self.namespace, container=self.job.CONTAINER, tail_lines=lines))
         except KubernetesError as exc:
             return f"(its log cannot be read: {exc})"
 
@@ -141,18 +145,19 @@ class Kubernetes:
                 return missing
             raise KubernetesError(self._explain(verb, exc)) from None
         except (OSError, HTTPError) as exc:
-            raise KubernetesError(f"cannot reach the Kubernetes API to {verb} tfjobs: {exc}") from None
+            raise KubernetesError(f"cannot reach the Kubernetes API to {verb} {self.job.PLURAL}: {exc}") from None
 
     def _explain(self, verb: str, exc) -> str:
-        what = f"{verb} tfjobs in namespace {self.namespace}"
+        job = self.job
+        what = f"{verb} {job.PLURAL} in namespace {self.namespace}"
         message = _message(exc.body)
         if exc.status == 403 and "admission webhook" in message:  # the operator's webhook refused the job
-            return f"the Training Operator refused the TFJob: {message}"
+            return f"{job.OPERATOR} refused the {job.KIND}: {message}"
         if exc.status == 403:
-            return (f"the pipeline's service account may not {what} (HTTP 403): apply kubeflow/tfjob-rbac.yaml "
+            return (f"the pipeline's service account may not {what} (HTTP 403): apply {job.RBAC} "
                     "to that namespace (docs/distributed.md, Distributed training on Kubeflow)")
         if exc.status == 404 and verb == "create":
-            return ("this cluster does not know TFJobs (kubeflow.org/v1): install the Kubeflow Training Operator "
+            return (f"this cluster does not know {job.KIND}s ({job.GROUP}/{job.VERSION}): install {job.INSTALL} "
                     "(docs/distributed.md, Distributed training on Kubeflow)")
         return f"cannot {what}: HTTP {exc.status} {exc.reason}: {message}"
 

@@ -1,0 +1,78 @@
+"""What a cluster target is to tfxd: one class per service (kubeflow_pipelines.py, vertex.py) answers every
+question the verbs ask of a target, so compile, submit, schedule and replay read the target's answer and
+never branch on its name (tests/test_house.py keeps it so). kubeflow/targets.py lists them.
+
+A new target (or a second Kubeflow operator's service) is one new module with one class, and a line in
+that list; the spec's side of it (its section, bucket and checks) is pipeline/spec/targets.py.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+from tfxd.kubeflow.clients import OnState
+from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.targets import Schedule
+
+
+class ScheduleError(RuntimeError):
+    """The schedule cannot be found or made as asked; the message says why and what to do."""
+
+
+class ClusterTarget(ABC):
+    """One service that runs compiled pipelines. ``endpoint`` and ``credentials`` aim a call at another
+    API endpoint (a fake in the tests) and at credentials other than the default ones; a service that
+    takes no credentials ignores them."""
+
+    NAME: ClassVar[str]  # the spec's targets.<NAME> and `--target NAME`
+    TITLE: ClassVar[str]  # the service as its users call it
+    EXTENSION: ClassVar[str]  # of the compiled file
+    # TFX's compiler option: PipelineSpec schema 2.1.0 (typed parameters), the only one KFP's backend takes
+    PIPELINE_SPEC_2_1: ClassVar[bool]
+    # replay runs a task as this service would: its launcher runs a container's lifecycle hooks (TFX's
+    # preCacheCheck driver), and it runs resolver executors
+    RUNS_LIFECYCLE_HOOKS: ClassVar[bool]
+    RUNS_RESOLVERS: ClassVar[bool]
+
+    # ---------------------------------------------------------------- compile
+
+    @abstractmethod
+    def adapt(self, pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str, parameters: dict[str, Any]) -> None:
+        """What the service needs in the PipelineSpec beyond TFX's compiler; ``root``:
+        the pipeline root, ``parameters``: the pipeline's runtime parameters and the spec's values."""
+
+    @abstractmethod
+    def render(self, job: dict[str, Any]) -> str:
+        """The compiled file's text, from the PipelineJob as TFX's compiler made it."""
+
+    # ---------------------------------------------------------------- one run
+
+    @abstractmethod
+    def submit(self, spec: Spec, compiled_path: str, *, wait: bool = False, endpoint: str | None = None,
+               credentials: Any = None, on_state: OnState | None = None) -> str:
+        """Start one run of the compiled file (with `wait`, follow it to its end); the line that says what
+        was submitted and where to see it. Raises clients.RunFailed when a followed run fails."""
+
+    # ---------------------------------------------------------------- the schedule (kubeflow/schedules.py)
+
+    @abstractmethod
+    def apply_schedule(self, spec: Spec, schedule: Schedule, compiled_path: str, *, endpoint: str | None = None,
+                       credentials: Any = None) -> str:
+        """Make the service's schedule match; write only what differs. One line that starts with what it
+        did (schedules.APPLY_ACTIONS)."""
+
+    @abstractmethod
+    def pause_schedule(self, spec: Spec, paused: bool, *, endpoint: str | None = None,
+                       credentials: Any = None) -> str:
+        """Stop (``paused``) or start again the schedule's runs; ScheduleError when there is none."""
+
+    @abstractmethod
+    def delete_schedule(self, spec: Spec, *, endpoint: str | None = None, credentials: Any = None) -> str:
+        """Delete the schedule (ScheduleError when there is none); the runs it started are kept."""
+
+    @abstractmethod
+    def list_schedules(self, spec: Spec, *, endpoint: str | None = None,
+                       credentials: Any = None) -> list[dict[str, Any]]:
+        """The spec's schedules on the service (schedules.list_ says what each row holds)."""

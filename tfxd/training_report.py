@@ -1,0 +1,61 @@
+"""What the Trainer's chief leaves beside the model (keys.TRAINING_REPORT_FILE in the model artifact's
+folder): the plan it trained under, the epochs, the final metrics and the per-epoch history, and the warm
+start. trainer_module/run_fn.py writes it; `tfxd run`'s and `tfxd replay`'s summaries read it. One type,
+one writer, one reader, so both sides agree on what the file holds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from tfxd import keys
+
+
+@dataclass(frozen=True)
+class TrainingReport:
+    plan: dict[str, Any]  # trainer_module.planner.Plan.to_json(): the shape `tfxd plan --json` prints
+    epochs: int  # the epochs trained
+    steps_per_epoch: int
+    replicas_in_sync: int
+    weights_checksum: float  # the sum of every weight (trainer_module/run_fn.py: weights_checksum)
+    history: list[dict[str, float]]  # per epoch: its number, the metrics and the seconds it took
+    metrics: dict[str, float]  # the last epoch's
+    warm_start: dict[str, Any] | None = None  # {from, started, reason, weights_checksum} with training.warm_start
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if self.warm_start is None:
+            data.pop("warm_start")
+        return data
+
+    def for_summary(self) -> dict[str, Any]:
+        """The part a run's summary.json shows under `training` (the plan is its `strategy`)."""
+        shown = {"epochs": self.epochs, "steps_per_epoch": self.steps_per_epoch, "metrics": self.metrics,
+                 "history": self.history}
+        return {**shown, "warm_start": self.warm_start} if self.warm_start is not None else shown
+
+
+def write(model_dir: str, report: TrainingReport) -> str:
+    """The report beside the model in the model artifact's folder ``model_dir``; its path."""
+    from tfx.dsl.io import fileio  # start-up: the ground loads TFX's file systems only when asked
+
+    path = os.path.join(model_dir, keys.TRAINING_REPORT_FILE)
+    with fileio.open(path, "w") as handle:
+        handle.write(json.dumps(report.to_json(), indent=2, sort_keys=True, default=str))
+    return path
+
+
+def read(model_dir: str) -> TrainingReport | None:
+    """The report beside the model in ``model_dir``; None when the Trainer wrote none (a model of an older
+    tfxd, or one that did not come from tfxd's Trainer)."""
+    from tfx.dsl.io import fileio  # start-up: as above
+
+    path = os.path.join(model_dir, keys.TRAINING_REPORT_FILE)
+    if not fileio.exists(path):
+        return None
+    with fileio.open(path, "r") as handle:
+        data = json.loads(handle.read())
+    return TrainingReport(**{name: data[name] for name in TrainingReport.__dataclass_fields__ if name in data})
