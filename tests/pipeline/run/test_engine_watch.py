@@ -7,6 +7,7 @@ when tfxd is killed outright."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,12 @@ def _kill_first_worker(pool_pid: int, killed: list[int], done: threading.Event) 
         time.sleep(0.01)
 
 
+def _without_worker_ids(fault: str | None) -> str | None:
+    """The fault without the workers' ids: the watch names a worker's id when it saw the worker's command
+    line before the kill (engine_watch: "worker id 2-1, pid N"), which on a busy machine it may."""
+    return re.sub(r"worker id [^,]+, ", "", fault) if fault is not None else None
+
+
 def _count_with_the_first_worker_killed(engine: beam_engine.RunningEngine) -> int:
     """_count with its first SDK worker killed before it connects: the job is cancelled; the worker's pid."""
     killed: list[int] = []
@@ -74,10 +81,11 @@ def test_a_worker_that_dies_before_it_connects_fails_the_job_instead_of_hanging(
         killed = _count_with_the_first_worker_killed(engine)
         said = (f"an SDK worker (pid {killed}) was killed by signal 9 (SIGKILL: out of memory, or stopped from "
                 "outside); Flink kept waiting for that worker to connect, so tfxd cancelled its job")
-        assert engine.fault() == said
+        assert _without_worker_ids(engine.fault()) == said
         # a later job's stranded worker is cancelled too (the first stays a zombie of the pool)
         again = _count_with_the_first_worker_killed(engine)
-        assert again != killed and engine.fault() == f"{said}; {said.replace(str(killed), str(again))}"
+        assert again != killed
+        assert _without_worker_ids(engine.fault()) == f"{said}; {said.replace(str(killed), str(again))}"
         log = (tmp_path / "flink-job-server.log").read_text(errors="replace")
         assert "Still waiting for startup of environment" not in log  # Beam's own two-minute wait never came
     assert _ours() == []
