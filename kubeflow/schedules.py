@@ -37,7 +37,7 @@ __all__ = ["APPLY_ACTIONS", "ScheduleError", "apply", "delete", "list_", "pause"
 
 
 def _schedule(spec: Spec, target: ClusterTarget) -> Schedule:
-    section = getattr(spec.targets, target.NAME)
+    section = getattr(spec.targets, target.NAME)  # a cluster target's section, which has a schedule
     schedule = section.schedule if section is not None else None
     if schedule is None:
         raise ScheduleError(f"the spec {spec.name!r} has no targets.{target.NAME}.schedule; add e.g. "

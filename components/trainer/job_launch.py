@@ -127,7 +127,7 @@ class Launch:
                 return
             if time.monotonic() > deadline:
                 raise TrainingJobFailed(f"{self.where} did not finish within {self.settings['timeout']} "
-                                  "(targets.kubeflow.trainer.timeout)")
+                                        "(targets.kubeflow.trainer.timeout)")
             self._check_pods()
             version = job["metadata"].get("resourceVersion")
             try:
@@ -147,18 +147,18 @@ class Launch:
             self.said.add(line)
             logging.info("tfxd trainer: %s: %s", self.where, line)
         if state == "Failed":
-            condition = condition_of(job, "Failed")
+            condition = _condition(job, "Failed")
             raise TrainingJobFailed(f"{self.where} failed: {self._culprit() or condition.get('message', '')}"
-                              f"{self._resume_hint()}")
+                                    f"{self._resume_hint()}")
         return state == "Succeeded"
 
     def _check_pods(self) -> None:
         for pod in self._call(self.kube.pods, self.name):
             waiting = self._container(pod).get("state", {}).get("waiting") or {}
             if waiting.get("reason") in STUCK:
-                raise TrainingJobFailed(f"{self.where}: replica {self.job.replica(pod)} (pod {pod['metadata']['name']}) cannot "
-                                  f"start: {waiting['reason']}: {waiting.get('message', '')}".rstrip(": ")
-                                  + _STUCK_HINT.get(waiting["reason"], ""))
+                raise TrainingJobFailed(f"{self.where}: replica {self.job.replica(pod)} (pod "
+                                        f"{pod['metadata']['name']}) cannot start: {waiting['reason']}: "
+                                        f"{waiting.get('message', '')}".rstrip(": ") + _STUCK_HINT.get(waiting["reason"], ""))
             for condition in pod.get("status", {}).get("conditions") or []:
                 if condition.get("reason") == "Unschedulable":
                     line = f"replica {self.job.replica(pod)} waits for a node: {condition.get('message', '')}"
@@ -217,7 +217,7 @@ def _raise_stopped(signum, frame) -> None:
     raise _Stopped()
 
 
-def condition_of(job: dict[str, Any], kind: str) -> dict[str, Any]:
+def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
     """The job's status condition of that type ({} if none)."""
     for condition in job.get("status", {}).get("conditions") or []:
         if condition.get("type") == kind:

@@ -1,4 +1,4 @@
-"""The few Kubernetes API calls the Trainer's job launcher (operator_job.py) makes, with the `kubernetes`
+"""The few Kubernetes API calls the Trainer's job launcher (job_launch.py) makes, with the `kubernetes`
 client: the operator's jobs (create, get, watch, delete) in one namespace, and the replica pods (list,
 logs). The RBAC Role that allows exactly these is the operator's (kubeflow/tfjob-rbac.yaml for TFJobs).
 

@@ -1,7 +1,8 @@
 """The Trainer as a TFJob (kubeflow.org/v1, the Kubeflow Training Operator v1) on Kubeflow, when
-`targets.kubeflow.trainer` asks for more than one process: the TFJob's side of operator_job.py's interface
-(job_launch.py launches it; the body is tfjob_manifest.py's; its state is read from the operator's conditions and replica statuses).
-The operator writes each replica's TF_CONFIG, which the replica's planner reads.
+`targets.kubeflow.trainer` asks for more than one process: the TFJob's side of operator_job.py's
+interface. job_launch.py launches it; the body is tfjob_manifest.py's; its state is read from the
+operator's conditions and replica statuses. The operator writes each replica's TF_CONFIG, which the
+replica's planner reads.
 """
 
 from __future__ import annotations

@@ -45,7 +45,6 @@ from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
-from tfxd.pipeline.spec.targets import TargetSection
 
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
@@ -176,7 +175,7 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
     spec = loaded.spec
     trainer_class: type[Any] = Trainer
     custom_config = trainer_config(loaded, spec.targets.local.trainer.model_dump() if not place.on_cluster else None)
-    section: TargetSection | None = getattr(spec.targets, place.target)
+    section = spec.targets.section(place.target)
     launcher = section.trainer_launcher() if section is not None else None
     if launcher is not None:
         trainer_class, launch_config = _LAUNCHERS[launcher](loaded)

@@ -11,11 +11,11 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.types import artifact_utils
 
 from tfxd import keys
-from tfxd import training_report as training_report_file
 from tfxd.components.example_validator.executor import describe, read_anomalies
 from tfxd.pipeline.run import metadata
 from tfxd.pipeline.run.results import metrics_per_slice, not_blessed_because
 from tfxd.training_report import TrainingReport
+from tfxd.training_report import read as read_training_report
 
 _STATUS = {"COMPLETE": "ran", "CACHED": "cached", "FAILED": "failed", "RUNNING": "failed", "CANCELED": "failed"}
 
@@ -100,7 +100,7 @@ def no_new_data(records: RunRecords) -> str | None:
 def training_report(records: RunRecords) -> TrainingReport | None:
     """The plan, final metrics and per-epoch history the Trainer wrote next to the model this run used."""
     model = records.artifact("Trainer", "model")
-    return training_report_file.read(model.uri) if model is not None else None
+    return read_training_report(model.uri) if model is not None else None
 
 
 def anomalies_report(records: RunRecords) -> list[str]:

@@ -23,7 +23,6 @@ from tfxd.pipeline.spec.placement import Placement
 from tfxd.pipeline.spec.targets import (
     TARGET_MODELS,
     TARGETS,
-    TargetSection,
     TrainerCluster,
     VertexTrainer,
 )
@@ -70,7 +69,7 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
     if target not in TARGETS:
         problems.add(("targets",), f"unknown target {target!r}", f"targets are: {', '.join(TARGETS)}")
         return
-    section: TargetSection | None = getattr(spec.targets, target)
+    section = spec.targets.section(target)
     if section is None:
         problems.add(("targets",), f"the spec has no `targets.{target}` section",
                      f"add targets.{target} with {TARGET_MODELS[target].NEEDS}")

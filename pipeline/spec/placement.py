@@ -16,7 +16,7 @@ from tfxd import keys
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.errors import Problems
 from tfxd.pipeline.spec.loaded import LoadedSpec
-from tfxd.pipeline.spec.targets import TARGET_MODELS, TargetSection
+from tfxd.pipeline.spec.targets import TARGET_MODELS
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ class Placement:
     def cluster_root(self) -> str | None:
         """The target's bucket folder for this pipeline (None locally, or when the spec names none)."""
         spec = self.loaded.spec
-        section: TargetSection | None = getattr(spec.targets, self.target)
+        section = spec.targets.section(self.target)
         base = section.bucket(spec.root) if section is not None else None
         return posixpath.join(base, spec.name) if base else None
 

@@ -255,6 +255,11 @@ class Targets(Section):
     kubeflow: KubeflowTarget | None = None
     vertex: VertexTarget | None = None
 
+    def section(self, name: str) -> TargetSection | None:
+        """targets.<name>, a name of TARGETS (None: the spec has no such section)."""
+        found: TargetSection | None = getattr(self, name)
+        return found
+
 
 # The targets and each one's model (its facts hold also where the spec has no section for it): the one
 # table of target names below kubeflow/ (tests/test_house.py refuses a branch on a name elsewhere).
