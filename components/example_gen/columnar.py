@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfxd.components.example_gen import csv_chunks, csv_columns, input_files, records
+from tfxd.reader_config import ReaderConfig
 
 BAD = "bad"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
@@ -85,11 +86,11 @@ class _WriteFile(beam.DoFn):
     name and moved into the split's folder when the file is done; yields (split, count) pairs and, under
     bad_records: skip, the reasons of bad records."""
 
-    def __init__(self, config: dict[str, Any], split_uris: dict[str, str], buckets: list[tuple[str, int]],
+    def __init__(self, config: ReaderConfig, split_uris: dict[str, str], buckets: list[tuple[str, int]],
                  temp_dir: str) -> None:
-        self._pinned = config.get("columns", {})
-        self._label = config.get("label")
-        self._skip_bad = config["bad_records"] == "skip"
+        self._pinned = config.columns
+        self._label = config.label
+        self._skip_bad = config.skips_bad_records
         self._split_uris = split_uris
         self._names = [name for name, _ in buckets]
         self._bounds = [bound for _, bound in buckets]
@@ -236,7 +237,7 @@ def _masked_crc(data: bytes) -> int:
     return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def examples(pipeline: beam.Pipeline, config: dict[str, Any], files: list[tuple[str, str]],
+def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],
              split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
     (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
@@ -246,7 +247,7 @@ def examples(pipeline: beam.Pipeline, config: dict[str, Any], files: list[tuple[
     pieces = (pipeline | "Files" >> beam.Create(numbered)
               | "Chunks" >> beam.FlatMap(csv_chunks.pieces, input_files.open_file, chunk_bytes)
               | "Spread" >> beam.Reshuffle())  # the chunks of one file to every worker
-    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.get("numeric", [])))
+    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(list(config.numeric)))
             | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
     written = (pieces
                | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir),

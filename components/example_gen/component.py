@@ -2,13 +2,12 @@
 
 It stays a FileBasedExampleGen (same driver, span and fingerprint handling,
 and the special treatment KubeflowV2DagRunner gives ExampleGens), with tfxd's
-executor and one more parameter, ``reader_config`` (JSON: format, column type
-hints, split ratios or patterns, split key, bad-record policy).
+executor and one more parameter, ``reader_config`` (tfxd.reader_config.ReaderConfig as JSON: format, column
+type hints, bad-record policy, the checks in the data and the spans to read).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from tfx.components.example_gen.component import FileBasedExampleGen, QueryBasedExampleGen
@@ -18,6 +17,7 @@ from tfx.types import channel, component_spec, standard_artifacts, standard_comp
 
 from tfxd import keys
 from tfxd.components.example_gen import driver, executor
+from tfxd.reader_config import ReaderConfig
 
 
 class ExampleGenSpec(standard_component_specs.FileBasedExampleGenSpec):
@@ -41,7 +41,7 @@ class ExampleGen(FileBasedExampleGen):
     DRIVER_CLASS = driver.Driver  # the local runners'; a compiled file gets TFX's own (driver.py says why)
 
     def __init__(self, input_base: str, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
-                 reader_config: dict[str, Any], span: Any = "", schedule_time: str = "", create_time: str = "") -> None:
+                 reader_config: ReaderConfig, span: Any = "", schedule_time: str = "", create_time: str = "") -> None:
         """``span``: a span overriding the reader config's choice ("" or a RuntimeParameter on a cluster);
         ``schedule_time`` and ``create_time``: the run's, which `{span: scheduled}` reads by (RFC 3339, or
         the placeholders a cluster fills in; "" locally, where a run reads by its start)."""
@@ -51,7 +51,7 @@ class ExampleGen(FileBasedExampleGen):
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{keys.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True), keys.SPAN_KEY: span,
+            **{keys.READER_CONFIG_KEY: reader_config.to_json(), keys.SPAN_KEY: span,
                keys.SCHEDULE_TIME_KEY: schedule_time, keys.CREATE_TIME_KEY: create_time})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)
 
@@ -63,11 +63,11 @@ class BigQueryExampleGen(QueryBasedExampleGen):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(executor.Executor)
 
     def __init__(self, input_config: example_gen_pb2.Input, output_config: example_gen_pb2.Output,
-                 reader_config: dict[str, Any]) -> None:
+                 reader_config: ReaderConfig) -> None:
         spec = QueryExampleGenSpec(
             input_config=input_config, output_config=output_config, custom_config=None,
             output_data_format=example_gen_pb2.FORMAT_TF_EXAMPLE,
             output_file_format=example_gen_pb2.FORMAT_TFRECORDS_GZIP,
             examples=channel.Channel(type=standard_artifacts.Examples),
-            **{keys.READER_CONFIG_KEY: json.dumps(reader_config, sort_keys=True)})
+            **{keys.READER_CONFIG_KEY: reader_config.to_json()})
         base_beam_component.BaseBeamComponent.__init__(self, spec=spec)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +20,7 @@ import pyarrow.compute as pc
 
 from tfxd.components.example_gen import records
 from tfxd.components.example_gen.input_files import Opener
+from tfxd.reader_config import LabelCheck
 
 BLOCK_BYTES = 16 << 20  # one Arrow batch per this much CSV text: memory stays flat in the file's size
 _INT = r"^[+-]?[0-9]+$"
@@ -102,7 +102,7 @@ def _quick_kind(values: pa.Array) -> str | None:
     return "float" if pc.all(pc.match_substring_regex(values, _FLOAT)).as_py() else None
 
 
-def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: dict[str, Any] | None) -> pa.Array:
+def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: LabelCheck | None) -> pa.Array:
     """Each row's serialized tf.Example (a binary array), with the features in key order and missing
     values left out."""
     cells = []
@@ -111,7 +111,7 @@ def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: dict[str,
         index = batch.schema.get_field_index(name)
         column = batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, pa.string())
         values = _typed(name, column, kind)
-        if label and name == label["column"] and kind != "string":
+        if label and name == label.column and kind != "string":
             _check_classes(values, label)
         cells.append(pc.fill_null(_feature_entry(name, values, kind), _EMPTY))
     if not cells:
@@ -162,14 +162,14 @@ def _finite_float32(name: str, numbers: pa.Array) -> pa.Array:
     return numbers.cast(pa.float32(), safe=False)  # a float_list holds float32, rounded to nearest
 
 
-def _check_classes(values: pa.Array, label: dict[str, Any]) -> None:
+def _check_classes(values: pa.Array, label: LabelCheck) -> None:
     present = values.drop_null().to_numpy(zero_copy_only=False).astype(np.float64)
-    if label["task"] == "binary":
+    if label.task == "binary":
         fine = np.isin(present, (0.0, 1.0))
     else:
-        fine = (np.floor(present) == present) & (present >= 0) & (present < label["num_classes"])
+        fine = (np.floor(present) == present) & (present >= 0) & (present < label.classes)
     if not fine.all():
-        raise NotColumnar(f"label column {label['column']!r} has values that are not classes")
+        raise NotColumnar(f"label column {label.column!r} has values that are not classes")
 
 
 def _feature_entry(name: str, values: pa.Array, kind: str) -> pa.Array:

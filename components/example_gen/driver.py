@@ -7,13 +7,12 @@ the spans itself there."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from absl import logging
 from tfx.components.example_gen import driver as example_gen_driver
 
-from tfxd import keys
+from tfxd import reader_config
 from tfxd.components.example_gen import span_decision
 from tfxd.components.example_gen.records import InputError
 
@@ -21,7 +20,7 @@ from tfxd.components.example_gen.records import InputError
 class Driver(example_gen_driver.FileBasedDriver):
     def resolve_exec_properties(self, exec_properties: dict[str, Any], pipeline_info: Any,
                                 component_info: Any) -> dict[str, Any]:
-        if json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("spans"):
+        if reader_config.of(exec_properties).spans:
             try:
                 return span_decision.decide(exec_properties)
             except InputError as exc:  # the executor decides again and fails the component with it

@@ -24,7 +24,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from tfxd import keys
+from tfxd import keys, reader_config
 from tfxd.components.example_gen import (
     columnar,
     csv_chunks,
@@ -35,6 +35,7 @@ from tfxd.components.example_gen import (
 )
 from tfxd.components.example_gen.span_decision import FILES_KEY
 from tfxd.files import empty_outputs
+from tfxd.reader_config import ReaderConfig
 
 REPORT_DIR_KEY = "_tfxd_report_dir"
 DRIFT_DIR_KEY = "_tfxd_drift_dir"  # where the drift gate's span examples go: <examples>/keys.DRIFT_EXAMPLES_DIR
@@ -93,10 +94,10 @@ class _Encode(beam.DoFn):
     """Typed tf.Examples; a value that does not fit its column, or a label that is not a class of the
     spec's task, is a bad record."""
 
-    def __init__(self, config: dict[str, Any]) -> None:
-        self._pinned = config.get("columns", {})
-        self._label = config.get("label")
-        self._skip_bad = config["bad_records"] == "skip"
+    def __init__(self, config: ReaderConfig) -> None:
+        self._pinned = config.columns
+        self._label = config.label
+        self._skip_bad = config.skips_bad_records
 
     def process(self, element: tuple[str, records.Row], seen: dict[str, str | None]):
         import tensorflow as tf
@@ -116,23 +117,23 @@ class _Encode(beam.DoFn):
         yield split, tf.train.Example.FromString(records.example_bytes(features, types))
 
 
-def _read_files(pipeline: beam.Pipeline, config: dict[str, Any], files_by_split: dict[str, list[str]]):
+def _read_files(pipeline: beam.Pipeline, config: ReaderConfig, files_by_split: dict[str, list[str]]):
     """Every split's files -> (split, Row) pairs, and the bad records' reasons."""
     rows, bad = [], []
     for split, files in files_by_split.items():
         read = (pipeline
                 | f"Files[{split}]" >> beam.Create(files)
-                | f"Read[{split}]" >> beam.ParDo(_ReadFile(config["format"], config["bad_records"] == "skip", split))
+                | f"Read[{split}]" >> beam.ParDo(_ReadFile(config.format, config.skips_bad_records, split))
                 .with_outputs(_BAD, main="rows"))
         rows.append(read.rows)
         bad.append(read[_BAD])
     return rows, bad
 
 
-def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str | None):
+def _to_examples(rows: list, bad: list, config: ReaderConfig, report_dir: str | None):
     """Infer one set of column types over all rows, encode them; return (split, Example) pairs."""
     all_rows = rows[0] if len(rows) == 1 else tuple(rows) | "AllRows" >> beam.Flatten()
-    seen = all_rows | "InferTypes" >> beam.CombineGlobally(_InferTypes(config.get("numeric", [])))
+    seen = all_rows | "InferTypes" >> beam.CombineGlobally(_InferTypes(list(config.numeric)))
     encoded = all_rows | "Encode" >> beam.ParDo(
         _Encode(config), seen=beam.pvalue.AsSingleton(seen)).with_outputs(_BAD, main="examples")
     if report_dir:
@@ -144,12 +145,12 @@ def _to_examples(rows: list, bad: list, config: dict[str, Any], report_dir: str 
 def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], split_pattern: str):  # noqa: N802
     """One input split -> tf.Examples (partitioned by TFX afterwards). For bigquery, TFX passes the
     query as ``split_pattern``."""
-    config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
-    if config["format"] == "bigquery":
+    config = reader_config.of(exec_properties)
+    if config.format == "bigquery":
         # start-up: Beam's BigQuery IO (the google-cloud-bigquery client) loads only for BigQuery data
         from tfxd.components.example_gen import bigquery
 
-        rows = [pipeline | "Query" >> bigquery.ReadQuery(split_pattern, config.get("project"))]
+        rows = [pipeline | "Query" >> bigquery.ReadQuery(split_pattern, config.project)]
         bad: list = []
     else:
         files = (json.loads(exec_properties[FILES_KEY])[""] if exec_properties.get(FILES_KEY)
@@ -184,7 +185,7 @@ class Executor(BaseExampleGenExecutor):
 
     def _pattern_splits(self, pipeline: beam.Pipeline, exec_properties: dict[str, Any]) -> dict[str, Any]:
         """File-pattern splits: read them all, infer one set of types, keep each record in its split."""
-        config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
+        config = reader_config.of(exec_properties)
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
         base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
@@ -203,7 +204,7 @@ class Executor(BaseExampleGenExecutor):
         fileio.makedirs(report_dir)
         exec_properties = {**exec_properties, REPORT_DIR_KEY: report_dir}
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
-        if json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("spans"):
+        if reader_config.of(exec_properties).spans:
             exec_properties = _with_spans(exec_properties, examples)
             if exec_properties is None:
                 return
@@ -240,7 +241,7 @@ class Executor(BaseExampleGenExecutor):
         temp_dir = os.path.join(self._get_tmp_dir(), "tfxd_columnar")
         fileio.makedirs(temp_dir)
         report_dir = exec_properties[REPORT_DIR_KEY]
-        config = json.loads(exec_properties[keys.READER_CONFIG_KEY])
+        config = reader_config.of(exec_properties)
         with self._make_beam_pipeline() as pipeline:
             counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
                                                   split_uris, _buckets(output_config), temp_dir,
@@ -259,7 +260,7 @@ class _TrainExamplesOfSpan(beam.PTransform):
     row by row (bad records skipped), in the train split by TFX's own partition (ratio splits), or all of
     them (the files are the train pattern's)."""
 
-    def __init__(self, config: dict[str, Any], files: list[str], output_config) -> None:
+    def __init__(self, config: ReaderConfig, files: list[str], output_config) -> None:
         super().__init__()
         self._config, self._files, self._output_config = config, files, output_config
 
@@ -282,7 +283,7 @@ def _write_drift_examples(pipeline: beam.Pipeline, exec_properties: dict[str, An
     wanted = span_decision.drift_examples(exec_properties)
     if not wanted:
         return
-    config = {**json.loads(exec_properties[keys.READER_CONFIG_KEY]), "bad_records": "skip"}
+    config = reader_config.of(exec_properties).skipping_bad_records()
     output_config = example_gen_pb2.Output()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
     for label, files in sorted(wanted.items()):
@@ -309,7 +310,7 @@ def _columnar(exec_properties: dict[str, Any]) -> bool:
     """CSV files go column-wise, unless a split key partitions them (TFX's partition by a feature)."""
     output_config = example_gen_pb2.Output()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-    return (json.loads(exec_properties[keys.READER_CONFIG_KEY])["format"] == "csv"
+    return (reader_config.of(exec_properties).format == "csv"
             and not output_config.split_config.partition_feature_name)
 
 
@@ -353,7 +354,7 @@ def _check_needed_columns(exec_properties: dict[str, Any], columns_file: str) ->
     """Stop when a column the spec reads is in no record: the reader config's ``needs`` (column -> where
     the spec uses it) is set where `tfxd validate` could not read the data's columns (jsonl, tfrecord,
     bigquery, remote files). ``columns_file``: the columns the records have, as written by the pipeline."""
-    needs = json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("needs", {})
+    needs = reader_config.of(exec_properties).needs
     if not needs or not fileio.exists(columns_file):
         return
     columns = _read_json(columns_file)

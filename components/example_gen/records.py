@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tfxd.components.example_gen.input_files import Opener
+from tfxd.reader_config import LabelCheck
 
 
 class BadRecordError(ValueError):
@@ -398,11 +399,11 @@ def _not_finite(number: float) -> _Unfit:
     return _Unfit("is not a finite number", NOT_FINITE)
 
 
-def label_problem(features: dict[str, list[Any]], types: dict[str, str], label: dict[str, Any]) -> str | None:
+def label_problem(features: dict[str, list[Any]], types: dict[str, str], label: LabelCheck) -> str | None:
     """Why a record's label is not a class the spec expects (binary: 0 or 1; multiclass: 0 to
     num_classes - 1), or None. Only number labels are checked here: string labels of a multiclass task
     are classes by vocabulary (checked in Transform)."""
-    column = label["column"]
+    column = label.column
     if types.get(column) not in ("int", "float"):
         return None
     for value in features.get(column, []):
@@ -412,13 +413,13 @@ def label_problem(features: dict[str, list[Any]], types: dict[str, str], label: 
     return None
 
 
-def _class_problem(value: float, label: dict[str, Any]) -> str | None:
-    if label["task"] == "binary":
+def _class_problem(value: float, label: LabelCheck) -> str | None:
+    if label.task == "binary":
         if value in (0, 1):
             return None
         return (f"is not a class of a binary label (0 or 1); compute the label with label.expr, e.g. "
-                f"'{label['column']} > 0', or use task multiclass")
-    classes = label["num_classes"]
+                f"'{label.column} > 0', or use task multiclass")
+    classes = label.classes
     if float(value).is_integer() and 0 <= value < classes:
         return None
     return (f"is not a class id of a multiclass label with num_classes {classes} (0 to {classes - 1}); "

@@ -31,8 +31,9 @@ from tfx.proto import example_gen_pb2
 from tfx.types import standard_component_specs
 from tfx.utils import proto_utils
 
-from tfxd import keys, pushed, spans
+from tfxd import keys, pushed, reader_config, spans
 from tfxd.components.example_gen.records import InputError
+from tfxd.reader_config import SpanReading
 
 FILES_KEY = "_tfxd_files"  # JSON {split ("" for ratio splits): the chosen spans' files}
 DECISION_KEY = "_tfxd_spans_read"  # JSON {spans, day, no_new_data, drift}: set once the spans are decided
@@ -49,11 +50,11 @@ def decided(exec_properties: dict[str, Any]) -> bool:
 def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
     """``exec_properties`` with the decision made (the spans, their files, span, version, fingerprint),
     for a reader config with spans; unchanged otherwise. InputError when the spans cannot be read."""
-    config = json.loads(exec_properties[keys.READER_CONFIG_KEY]).get("spans")
+    config = reader_config.of(exec_properties).spans
     if not config or decided(exec_properties):
         return exec_properties
-    pattern = spans.SpanPattern.parse(config["path"])
-    choice, day = config["choice"], None
+    pattern = spans.SpanPattern.parse(config.path or "")
+    choice, day = config.choice, None
     override = (exec_properties.get(keys.SPAN_KEY) or "").strip()
     try:
         if override:
@@ -65,7 +66,7 @@ def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
         chosen = spans.select(pattern, present, choice)
         input_config = example_gen_pb2.Input()
         proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY], input_config)
-        user_patterns = config.get("splits") or {}  # file-pattern splits: each reads its own files
+        user_patterns = config.splits  # file-pattern splits: each reads its own files
         files = {split.name if user_patterns else "": pattern.files_of(
             chosen, [user_patterns[split.name]] if user_patterns else [], fileio.glob, fileio.isdir)
             for split in input_config.splits}
@@ -90,20 +91,20 @@ def decision(exec_properties: dict[str, Any]) -> dict[str, Any]:
     return json.loads(exec_properties[DECISION_KEY])
 
 
-def _drift(config: dict[str, Any], pattern: spans.SpanPattern, present: list[spans.Found],
+def _drift(config: SpanReading, pattern: spans.SpanPattern, present: list[spans.Found],
            chosen: list[spans.Found]) -> dict[str, Any] | None:
     """With validation.drift (the reader's ``drift_store``): the span the gate judges (the newest read),
     the span it compares with (the newest present before it, whether an earlier run read it or not), and,
     for each of the two whose train statistics the store lacks, its train files, which the executor turns
     into that span's train examples (keys.DRIFT_EXAMPLES_DIR). A run that read the newest span alone has
     its statistics already: StatisticsGen's."""
-    store = config.get("drift_store")
+    store = config.drift_store
     if not store:
         return None
     newest = chosen[-1]
     older = [found for found in spans.newest_versions(present) if found.span < newest.span]
     previous = older[-1] if older else None
-    train = [config["splits"]["train"]] if config.get("splits") else []
+    train = [config.splits["train"]] if config.splits else []
     examples = {}
     for found in (previous, None if len(chosen) == 1 else newest):
         label = found and str(pattern.label(found.span))
@@ -120,8 +121,8 @@ def drift_examples(exec_properties: dict[str, Any]) -> dict[str, list[str]]:
     return (decision(exec_properties).get("drift") or {}).get("examples", {})
 
 
-def _scheduled_day(exec_properties: dict[str, Any], choice: dict[str, Any], config: dict[str, Any]):
-    local_start = datetime.datetime.now(datetime.timezone.utc) if config.get("local") else None
+def _scheduled_day(exec_properties: dict[str, Any], choice: dict[str, Any], config: SpanReading):
+    local_start = datetime.datetime.now(datetime.timezone.utc) if config.local else None
     return spans.scheduled_day(exec_properties.get(keys.SCHEDULE_TIME_KEY) or "", choice["scheduled"],
                                unscheduled=choice.get("unscheduled", "fail"),
                                create_time=exec_properties.get(keys.CREATE_TIME_KEY) or "", local_start=local_start)
@@ -143,13 +144,13 @@ def fingerprint(files: dict[str, list[str]]) -> str:
     return "\n".join(parts)
 
 
-def _no_new_data(config: dict[str, Any], labels: list[Any]) -> str | None:
+def _no_new_data(config: SpanReading, labels: list[Any]) -> str | None:
     """The reason there is nothing new to train on, or None: the spans are the ones the newest pushed model
     (the latest blessed one, tfxd.pushed) was trained on. A model that recorded no spans compares with
     nothing; `on_no_new_data: train` never compares."""
-    if config["on_no_new_data"] == "train":
+    if config.on_no_new_data == "train":
         return None
-    latest = next(iter(pushed.versions(config["pushed_to"])), None)
+    latest = next(iter(pushed.versions(config.pushed_to or "")), None)
     if latest is None or pushed.data_record(latest).spans != labels:
         return None
     return (f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones the latest blessed "
@@ -178,6 +179,7 @@ def stamp(examples, exec_properties: dict[str, Any]) -> None:
 def refuse_or_skip(exec_properties: dict[str, Any]) -> str | None:
     """With no new data: NoNewDataFound under `on_no_new_data: fail`, else the reason (nothing to read)."""
     reason = decision(exec_properties)["no_new_data"]
-    if reason and json.loads(exec_properties[keys.READER_CONFIG_KEY])["spans"]["on_no_new_data"] == "fail":
+    spans_read = reader_config.of(exec_properties).spans
+    if reason and spans_read is not None and spans_read.on_no_new_data == "fail":
         raise NoNewDataFound(f"{reason}; data.on_no_new_data is fail")
     return reason

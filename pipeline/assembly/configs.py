@@ -19,6 +19,7 @@ from tfxd.pipeline.spec.data_files import column_uses
 from tfxd.pipeline.spec.errors import format_path
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import duration_seconds
+from tfxd.reader_config import LabelCheck, ReaderConfig, SpanReading
 from tfxd.transforms import NUMBER, TRANSFORMS
 
 # The sections of the spec the Trainer reads: the rest (evaluation, push, targets...) can change
@@ -31,7 +32,7 @@ class ExampleGenConfig:
     input_base: str | None  # None for bigquery
     input_splits: list[tuple[str, str]]  # (name, pattern relative to input_base, or the query)
     output_buckets: list[tuple[str, int]]  # (name, hash buckets); empty for pattern splits
-    reader: dict[str, Any]
+    reader: ReaderConfig
     split_key: str | None
 
 
@@ -57,8 +58,9 @@ def _base_and_pattern(path: str) -> tuple[str, str]:
 
 def example_gen_config(loaded: LoadedSpec, project: str | None = None) -> ExampleGenConfig:
     data = loaded.spec.data
-    reader = {"format": data.format, "columns": dict(data.columns), "bad_records": data.bad_records,
-              "project": project, **data_checks(loaded)}
+    numeric, label, needs = data_checks(loaded)
+    reader = ReaderConfig(format=data.format, bad_records=data.bad_records, columns=dict(data.columns),
+                          project=project, numeric=numeric, label=label, needs=needs)
     if data.format == "bigquery":
         return ExampleGenConfig(None, [("single_split", data.query or "")], hash_buckets(data.ratios), reader,
                                 data.split_key)
@@ -72,15 +74,14 @@ def example_gen_config(loaded: LoadedSpec, project: str | None = None) -> Exampl
     return ExampleGenConfig(path.rstrip("/"), list(data.patterns.items()), [], reader, None)
 
 
-def _span_example_gen_config(loaded: LoadedSpec, path: str, reader: dict[str, Any]) -> ExampleGenConfig:
+def _span_example_gen_config(loaded: LoadedSpec, path: str, reader: ReaderConfig) -> ExampleGenConfig:
     """A path with spans: the executor picks the spans (tfxd.spans) and reads their files; TFX is given the
     folder before the first placeholder and every span's files as a wildcard, which its driver
     fingerprints. The reader's ``spans`` gets the pattern itself from the assembly, placed for the target."""
     data = loaded.spec.data
     pattern = spans.SpanPattern.parse(path)
     everything = spans.PLACEHOLDER.sub("*", path)[len(pattern.base):].strip("/")
-    reader = {**reader, "spans": {"choice": data.span_choice(), "on_no_new_data": data.on_no_new_data,
-                                  "splits": data.patterns}}
+    reader = reader.with_spans(SpanReading(data.span_choice(), data.on_no_new_data, data.patterns))
     if data.ratios:
         return ExampleGenConfig(pattern.base, [("single_split", everything)], hash_buckets(data.ratios), reader,
                                 data.split_key)
@@ -88,21 +89,15 @@ def _span_example_gen_config(loaded: LoadedSpec, path: str, reader: dict[str, An
     return ExampleGenConfig(pattern.base, splits, [], reader, None)
 
 
-def data_checks(loaded: LoadedSpec) -> dict[str, Any]:
-    """What ExampleGen checks in the data for the spec (keys present only where there is something):
-    ``numeric``: columns read as numbers, where words are bad records rather than a string column;
-    ``label``: a label column whose values must be classes of its task; ``needs``: column -> where the
-    spec reads it, for data whose columns `tfxd validate` could not read."""
-    checks: dict[str, Any] = {}
-    numeric = sorted(_numeric_columns(loaded))
-    if numeric:
-        checks["numeric"] = numeric
+def data_checks(loaded: LoadedSpec) -> tuple[tuple[str, ...], LabelCheck | None, dict[str, str] | None]:
+    """What ExampleGen checks in the data for the spec (tfxd.reader_config.ReaderConfig says what each is):
+    the columns read as numbers, the label's classes (None when nothing to check), the columns the spec
+    needs (None when `tfxd validate` could read the data's columns)."""
     label = loaded.spec.label
-    if label.column and label.task != "regression" and not loaded.spec.preprocessing_fn:
-        checks["label"] = {"column": label.column, "task": label.task, "num_classes": label.num_classes}
-    if loaded.data_files.columns is None:
-        checks["needs"] = needed_columns(loaded)
-    return checks
+    check_label = label.task != "regression" and not loaded.spec.preprocessing_fn
+    return (tuple(sorted(_numeric_columns(loaded))),
+            LabelCheck(label.column, label.task, label.num_classes) if label.column and check_label else None,
+            needed_columns(loaded) if loaded.data_files.columns is None else None)
 
 
 def _numeric_columns(loaded: LoadedSpec) -> set[str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
+from dataclasses import replace
 from typing import Any
 
 from google.protobuf import json_format
@@ -154,14 +155,14 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
     if spec.data.format == "bigquery":
         return BigQueryExampleGen(input_config, output_config, config.reader)
     reader, span = config.reader, ""
-    if "spans" in reader:
+    if reader.spans is not None:
         # the pattern and the push destination as the executor sees them; on a cluster the span is a runtime
         # parameter and the schedule and creation times placeholders (kubeflow/compile.py); a local run
         # reads `span: scheduled` by the day it started
-        drift = {"drift_store": posixpath.join(place.pipeline_root(), DRIFT_STORE)} if spec.validation.drift else {}
-        reader = {**reader, "spans": {**reader["spans"], "path": place.path(spec.data.path or ""),
-                                      "pushed_to": place.push_to(), **drift,
-                                      **({} if place.on_cluster else {"local": True})}}
+        drift = posixpath.join(place.pipeline_root(), DRIFT_STORE) if spec.validation.drift else None
+        reader = reader.with_spans(replace(reader.spans, path=place.path(spec.data.path or ""),
+                                           pushed_to=place.push_to(), drift_store=drift,
+                                           local=not place.on_cluster))
         if place.on_cluster:
             span = data_types.RuntimeParameter(name=SPAN_PARAMETER, ptype=str, default="")
     return ExampleGen(place.where(config.input_base or ""), input_config, output_config, reader, span)

@@ -7,6 +7,7 @@ import pytest
 
 from tests.components.example_gen.conftest import EXTERNAL
 from tfxd.components.example_gen import csv_columns, input_files, records
+from tfxd.reader_config import LabelCheck, ReaderConfig
 
 LONG_NAME = "a_column_name_" + "x" * 140  # a map entry longer than 127 bytes: two-byte length varints
 TRICKY = (
@@ -100,9 +101,8 @@ def test_a_label_that_is_not_a_class_is_handed_back(tmp_path):
     names = csv_columns.header(str(path), input_files.open_file)
     batch = next(csv_columns.batches(str(path), input_files.open_file, names))
     with pytest.raises(csv_columns.NotColumnar):
-        csv_columns.example_bytes(batch, {"y": "int"}, {"column": "y", "task": "binary"})
-    assert len(csv_columns.example_bytes(batch, {"y": "int"}, {"column": "y", "task": "multiclass",
-                                                               "num_classes": 3})) == 3
+        csv_columns.example_bytes(batch, {"y": "int"}, LabelCheck("y", "binary"))
+    assert len(csv_columns.example_bytes(batch, {"y": "int"}, LabelCheck("y", "multiclass", 3))) == 3
 
 
 def test_records_split_as_tfx_partitions_them():
@@ -111,7 +111,7 @@ def test_records_split_as_tfx_partitions_them():
 
     from tfxd.components.example_gen.columnar import _WriteFile
 
-    writer = _WriteFile({"bad_records": "fail"}, {}, [("train", 4), ("eval", 5)], "")
+    writer = _WriteFile(ReaderConfig("csv", "fail"), {}, [("train", 4), ("eval", 5)], "")
     config = example_gen_pb2.SplitConfig()
     _, (columnar, _) = _both(str(EXTERNAL / "csv" / "data.csv"))
     for example in columnar[:2000]:

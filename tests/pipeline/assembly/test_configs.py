@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.conftest import BASE_SPEC, write_spec
+from tfxd import reader_config
 from tfxd.pipeline.assembly.configs import example_gen_config, hash_buckets
 from tfxd.pipeline.spec.load import load_spec
+from tfxd.reader_config import LabelCheck, ReaderConfig
 
 
 @pytest.mark.parametrize(("ratios", "buckets"), [
@@ -22,9 +26,11 @@ def test_hash_buckets_keep_the_ratios(ratios, buckets):
 def test_single_file(project):
     config = example_gen_config(load_spec(str(write_spec(project, BASE_SPEC))))
     assert (config.input_base, config.input_splits) == (str(project), [("single_split", "data.csv")])
-    assert config.reader == {"format": "csv", "columns": {}, "bad_records": "fail", "project": None,
-                             "numeric": ["target", "x"],
-                             "label": {"column": "target", "task": "binary", "num_classes": None}}
+    assert config.reader == ReaderConfig("csv", "fail", numeric=("target", "x"), label=LabelCheck("target", "binary"))
+    assert json.loads(config.reader.to_json()) == {  # the exec property, as compiled files hold it
+        "format": "csv", "columns": {}, "bad_records": "fail", "project": None, "numeric": ["target", "x"],
+        "label": {"column": "target", "task": "binary", "num_classes": None}}
+    assert reader_config.read(config.reader.to_json()) == config.reader
 
 
 def test_glob_and_patterns(project):
