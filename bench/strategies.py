@@ -55,7 +55,6 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     from tfx.types import artifact_utils, standard_artifacts
     from tfx.utils import io_utils
 
-    from tfxd.keys import TrainerConfig
     from tfxd.pipeline.assembly import configs
     from tfxd.pipeline.spec import load
     from tfxd.trainer_module import data, models, planner, strategy
@@ -64,7 +63,7 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
-    spec = configs.trainer_config(load.load_spec(common.TAXI_SPEC), None)[TrainerConfig.SPEC]  # as run_fn gets it
+    spec = configs.trainer_config(load.load_spec(common.TAXI_SPEC), None).spec  # as run_fn gets it
     training = spec["training"]
 
     examples = standard_artifacts.Examples()  # train_files as TFX's fn_args_utils makes them

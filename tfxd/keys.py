@@ -48,8 +48,9 @@ FEATURE_INFO_FILE = "tfxd_features.json"
 
 
 class TrainerConfig:
-    """Keys of the Trainer's custom_config. pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and TFJOB;
-    the Trainer executor adds TRAIN_EXAMPLES, BACKUP_DIR and SPANS at run time; run_fn reads them all."""
+    """Keys of the Trainer's custom_config (tfxd.trainer_config.TrainerCustomConfig writes and reads it).
+    pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and TFJOB; the Trainer executor adds
+    TRAIN_EXAMPLES, BACKUP_DIR and SPANS at run time; run_fn reads them all."""
 
     SPEC = "spec"  # the resolved spec's Trainer sections, as a dict
     LOCAL_CLUSTER = "local_cluster"  # targets.local.trainer ({workers, parameter_servers}) or None
@@ -58,6 +59,7 @@ class TrainerConfig:
     BACKUP_DIR = "backup_dir"  # BackupAndRestore's folder, the same for a retry of the same training
     TFJOB = "tfjob"  # targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob.py)
     SPANS = "spans"  # the spans the examples came from (keys.SPANS_PROPERTY), recorded beside the model
+    OPERATORS = (TFJOB,)  # the keys that hold an operator job's settings
 
 
 class TFJob:

@@ -17,11 +17,10 @@ from typing import Any
 from absl import logging
 
 from tfxd import console, keys, pushed, stops, tf_env, training_report
+from tfxd.trainer_config import TrainerCustomConfig
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
 from tfxd.trainer_module.planner import MULTI_WORKER, Strategy
-
-CONFIG = keys.TrainerConfig
 
 
 def make_plan(spec: dict[str, Any], train_files: int | None) -> tuple[planner.Plan, Any]:
@@ -53,8 +52,8 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
 
     tf_env.leave_tf_keras_to_itself()
 
-    config = fn_args.custom_config
-    spec = config[CONFIG.SPEC]
+    config = TrainerCustomConfig.from_json(fn_args.custom_config)
+    spec = config.spec
     # TrainArgs / EvalArgs win over the spec: a compiled pipeline takes them as runtime parameters
     training = {**spec["training"], "eval_steps": fn_args.eval_steps or spec["training"]["eval_steps"]}
     if not training.get("epochs") and fn_args.train_steps:
@@ -66,9 +65,9 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
         cluster = (plan.cluster or {}).get("cluster", {})  # a serving task is one of a cluster's
         workers = len(cluster.get("worker", []))
         # too few inter-op threads and a ParameterServer cluster hangs (docs/distributed.md, the traps)
-        config = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
+        threads = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
         server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=plan.task["type"],
-                                      task_index=plan.task["index"], protocol="grpc", config=config, start=True)
+                                      task_index=plan.task["index"], protocol="grpc", config=threads, start=True)
         stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
         server.join()
         return {"plan": plan.to_json()}
@@ -79,7 +78,7 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
     tf_output = tft.TFTransformOutput(fn_args.transform_output)
     info = feature_info(fn_args.transform_output)
     label = info["label"]["name"]
-    epochs, steps_per_epoch = schedule(training, config.get(CONFIG.TRAIN_EXAMPLES), plan.global_batch_size)
+    epochs, steps_per_epoch = schedule(training, config.train_examples, plan.global_batch_size)
 
     def train_data(context: Any = None) -> Any:
         return data.dataset(fn_args.train_files, tf_output, label, plan,
@@ -98,7 +97,7 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
              else train_data())
     single_worker = plan.strategy not in MULTI_WORKER
-    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.get(CONFIG.BACKUP_DIR),
+    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.backup_dir,
                                        epochs, plan.is_chief, steps_per_epoch, single_worker,
                                        batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
     # a signal stops a single worker at its next step boundary, its state backed up (tfxd.stops)
@@ -108,7 +107,7 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
-    export.save(model, tf_output, label, config.get(CONFIG.LABEL_ONLY, []), fn_args.serving_model_dir, plan.is_chief,
+    export.save(model, tf_output, label, list(config.label_only), fn_args.serving_model_dir, plan.is_chief,
                 builtin_layers=spec["model"]["type"] != "custom")
     result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
               "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
@@ -118,7 +117,7 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
     if plan.is_chief:
         model_dir = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the model artifact's folder
         training_report.write(model_dir, training_report.TrainingReport(**result))
-        pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.get(CONFIG.SPANS)))
+        pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.spans))
     return result
 
 

@@ -23,10 +23,9 @@ from tfx.components.util import udf_utils
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import files, keys, stops
+from tfxd import files, keys, stops, trainer_config
 from tfxd.components.trainer import local_cluster
 
-CONFIG = keys.TrainerConfig
 BACKUPS = ".backup"  # beside the Trainer's outputs: one folder per training, named by its inputs and config
 
 
@@ -66,9 +65,9 @@ class Executor(GenericExecutor):
         if not in_cluster_replica():  # the task itself (a replica of a Vertex job runs Do too: not there)
             files.empty_outputs(output_dict)  # a retry in place meets the first attempt's half-saved model
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        cluster, backup_dir = config.get(CONFIG.LOCAL_CLUSTER), config[CONFIG.BACKUP_DIR]
-        if cluster and (cluster["workers"] > 1 or cluster["parameter_servers"] > 0):
+        config = trainer_config.of(exec_properties)
+        cluster, backup_dir = config.local_cluster, config.backup_dir or ""
+        if cluster and cluster.distributed:
             try:
                 local_cluster.train(input_dict, output_dict, exec_properties, cluster, self._log_dir())
             except local_cluster.WorkerFailed as failure:
@@ -102,11 +101,11 @@ class Executor(GenericExecutor):
             with stops.handling(stops.DEADLINE_SECONDS):
                 return self.train(input_dict, output_dict, exec_properties)
         except stops.Stopped as stop:
-            config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
+            backup_dir = trainer_config.of(exec_properties).backup_dir
             task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})
             sys.stderr.write(f"tfxd: Trainer replica {task.get('type', '?')}-{task.get('index', '?')} stopped by "
                              f"{stops.name(stop.signum)}; the retried training resumes from the last epoch backed "
-                             f"up in {config.get(CONFIG.BACKUP_DIR)}\n")
+                             f"up in {backup_dir}\n")
             sys.stderr.flush()
             sys.exit(stops.exit_status(stop.signum))
 
@@ -119,16 +118,13 @@ class Executor(GenericExecutor):
             raise RuntimeError("the chief finished training without writing the serving model")
 
     def _with_run_facts(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
-        config = json.loads(exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY) or "{}")
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
         counts = examples.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
-        if counts:
-            config[CONFIG.TRAIN_EXAMPLES] = json.loads(counts).get("train")
         read = examples.get_string_custom_property(keys.SPANS_PROPERTY)
-        if read:
-            config[CONFIG.SPANS] = json.loads(read)
-        config[CONFIG.BACKUP_DIR] = _backup_dir(input_dict, output_dict, exec_properties)
-        return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
+        config = trainer_config.of(exec_properties).with_run_facts(
+            json.loads(counts).get("train") if counts else None, json.loads(read) if read else None,
+            _backup_dir(input_dict, output_dict, exec_properties))
+        return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: config.to_text()}
 
     def _log_dir(self) -> str:
         return os.environ.get(keys.LOG_DIR_ENV) or os.path.join(self._get_tmp_dir(), "worker-logs")

@@ -15,20 +15,21 @@ The TFJob of the Training Operator v1 is tfjob.py.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import time
+from dataclasses import replace
 from typing import Any, ClassVar
 
 from absl import logging
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import files, keys
+from tfxd import files, trainer_config
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer.kubernetes_client import Kubernetes, KubernetesError
 from tfxd.components.trainer.operator_job import OperatorJob, replica_args
+from tfxd.trainer_config import OperatorSettings
 
 POLL_SECONDS = 5  # how often the replica pods are looked at while the job runs (a pull error shows there)
 GRACE_SECONDS = 120  # past the job's own deadline, for the operator to fail it before this step does
@@ -52,13 +53,14 @@ class OperatorExecutor(trainer_executor.Executor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        config = json.loads(exec_properties[standard_component_specs.CUSTOM_CONFIG_KEY])
-        settings, backup_dir = config.pop(self.JOB.SETTINGS_KEY), config[keys.TrainerConfig.BACKUP_DIR]
-        replica_properties = {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(config)}
+        config = trainer_config.of(exec_properties)
+        settings, backup_dir = config.operators[self.JOB.SETTINGS_KEY], config.backup_dir or ""
+        replica_properties = {**exec_properties,
+                              standard_component_specs.CUSTOM_CONFIG_KEY: config.for_replicas(self.JOB.SETTINGS_KEY).to_text()}
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        kube = Kubernetes(self.JOB, settings.get("namespace"))
-        settings = {**settings, "service_account": settings.get("service_account") or kube.own_service_account()}
-        name = self.JOB.job_name(settings["pipeline"], model_uri)
+        kube = Kubernetes(self.JOB, settings.namespace)
+        settings = replace(settings, service_account=settings.service_account or kube.own_service_account())
+        name = self.JOB.job_name(settings.pipeline, model_uri)
         body = self.JOB.body(name, kube.namespace, settings,
                              replica_args(input_dict, output_dict, replica_properties), kube.own_pod())
         # a retried step meets its first attempt's job and outputs: a succeeded job's model is taken as it is,
@@ -72,7 +74,7 @@ class OperatorExecutor(trainer_executor.Executor):
 class Launch:
     """One operator's job, from creation (or take-over) to its end."""
 
-    def __init__(self, kube: Kubernetes, name: str, settings: dict[str, Any], backup_dir: str, model_written,
+    def __init__(self, kube: Kubernetes, name: str, settings: OperatorSettings, backup_dir: str, model_written,
                  empty_outputs) -> None:
         self.kube, self.job, self.name, self.settings, self.backup_dir = kube, kube.job, name, settings, backup_dir
         self.model_written, self.empty_outputs = model_written, empty_outputs
@@ -87,7 +89,7 @@ class Launch:
             self.empty_outputs()
             self._call(self.kube.create, body)
             logging.info("tfxd trainer: created %s (%s)", self.where, self.job.shape(body))
-            self._follow(time.monotonic() + self.settings["timeout_seconds"] + GRACE_SECONDS)
+            self._follow(time.monotonic() + self.settings.timeout_seconds + GRACE_SECONDS)
         except _Stopped:
             self._delete("the step was stopped (SIGTERM)")
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -126,7 +128,7 @@ class Launch:
             if self._done(job):
                 return
             if time.monotonic() > deadline:
-                raise TrainingJobFailed(f"{self.where} did not finish within {self.settings['timeout']} "
+                raise TrainingJobFailed(f"{self.where} did not finish within {self.settings.timeout} "
                                         "(targets.kubeflow.trainer.timeout)")
             self._check_pods()
             version = job["metadata"].get("resourceVersion")

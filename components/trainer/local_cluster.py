@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from tfxd import stops
+from tfxd.trainer_config import ProcessCluster
 
 PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
 
@@ -51,12 +52,12 @@ def cluster_layout(workers: int, parameter_servers: int) -> list[tuple[str, int,
     return [(kind, index, cluster) for kind, addresses in cluster.items() for index in range(len(addresses))]
 
 
-def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log_dir: str) -> None:
+def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log_dir: str) -> None:
     os.makedirs(log_dir, exist_ok=True)
     payload = pickle.dumps((input_dict, output_dict, exec_properties))  # on stdin: no file to leave behind
     processes: list[tuple[str, str, subprocess.Popen]] = []
     try:
-        for kind, index, spec in cluster_layout(cluster["workers"], cluster["parameter_servers"]):
+        for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers):
             name = f"{kind}-{index}"
             log_path = os.path.join(log_dir, f"trainer-{name}.log")
             env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
@@ -71,7 +72,7 @@ def train(input_dict, output_dict, exec_properties, cluster: dict[str, int], log
                     process.stdin.write(payload)  # type: ignore[union-attr]
             except BrokenPipeError:
                 pass  # it died before reading: _wait reports it
-        _wait(processes, serving={n for n, _, _ in processes if cluster["parameter_servers"] and
+        _wait(processes, serving={n for n, _, _ in processes if cluster.parameter_servers and
                                   not n.startswith("chief")})
     finally:
         for _, _, process in processes:

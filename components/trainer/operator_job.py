@@ -14,6 +14,8 @@ from typing import Any, ClassVar
 
 from tfx.types import artifact_utils
 
+from tfxd.trainer_config import OperatorSettings
+
 
 class OperatorJob(ABC):
     """One training operator's job, as the launcher and the Kubernetes client need it."""
@@ -30,7 +32,7 @@ class OperatorJob(ABC):
     SETTINGS_KEY: ClassVar[str]  # where the Trainer's custom_config holds the job's settings (keys.TrainerConfig)
 
     @abstractmethod
-    def body(self, name: str, namespace: str, settings: dict[str, Any], args: list[str],
+    def body(self, name: str, namespace: str, settings: OperatorSettings, args: list[str],
              owner: dict[str, str] | None) -> dict[str, Any]:
         """The job to create; ``args``: each replica's (replica_args), ``owner``: the step's pod."""
 

@@ -16,6 +16,7 @@ from tfxd import keys
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.components.trainer.job_launch import OperatorExecutor
 from tfxd.components.trainer.operator_job import OperatorJob
+from tfxd.trainer_config import OperatorSettings
 
 
 class TFJob(OperatorJob):
@@ -30,7 +31,7 @@ class TFJob(OperatorJob):
     RBAC: ClassVar[str] = "kubeflow/tfjob-rbac.yaml"
     SETTINGS_KEY: ClassVar[str] = keys.TrainerConfig.TFJOB
 
-    def body(self, name: str, namespace: str, settings: dict[str, Any], args: list[str],
+    def body(self, name: str, namespace: str, settings: OperatorSettings, args: list[str],
              owner: dict[str, str] | None) -> dict[str, Any]:
         return manifest.body(name, namespace, settings, args, owner=owner)
 

@@ -17,6 +17,7 @@ import re
 from typing import Any
 
 from tfxd import keys, stops
+from tfxd.trainer_config import OperatorSettings
 
 PORT = 2222
 GPU = "nvidia.com/gpu"
@@ -57,47 +58,47 @@ def resources(wanted: dict[str, Any], gpu: bool = True) -> dict[str, Any]:
     return spec
 
 
-def _template(settings: dict[str, Any], kind: str, args: list[str]) -> dict[str, Any]:
-    wanted = settings["resources"]["ps" if kind == "PS" else "worker"]
+def _template(settings: OperatorSettings, kind: str, args: list[str]) -> dict[str, Any]:
+    wanted = settings.resources["ps" if kind == "PS" else "worker"]
     # under ParameterServer the chief coordinates and computes nothing: no GPU for it (as for Vertex)
-    accelerated = kind == "Worker" or (kind == "Chief" and not settings["parameter_servers"])
-    container: dict[str, Any] = {"name": keys.TFJob.CONTAINER, "image": settings["image"], "command": list(REPLICA_COMMAND),
+    accelerated = kind == "Worker" or (kind == "Chief" and not settings.parameter_servers)
+    container: dict[str, Any] = {"name": keys.TFJob.CONTAINER, "image": settings.image, "command": list(REPLICA_COMMAND),
                                  "args": args, "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}]}
     if spec := resources(wanted, gpu=accelerated):
         container["resources"] = spec
     # a stopped replica ends within stops.STOP_SECONDS (tfxd.stops); the grace period says so, so that a
     # cluster whose pods default to less still lets it end its own way
     pod: dict[str, Any] = {"containers": [container], "terminationGracePeriodSeconds": stops.GRACE_SECONDS}
-    if settings.get("service_account"):
-        pod["serviceAccountName"] = settings["service_account"]
-    if settings.get("node_selector"):
-        pod["nodeSelector"] = dict(settings["node_selector"])
-    if settings.get("tolerations"):
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
         pod["tolerations"] = [{k: v for k, v in toleration.items() if v is not None}
-                              for toleration in settings["tolerations"]]
+                              for toleration in settings.tolerations]
     # a Kubeflow profile namespace injects Istio sidecars: replicas would talk gRPC through the mesh and a
     # finished replica's pod would never complete (Kubeflow's own TFJob examples turn it off the same way)
     return {"metadata": {"annotations": {"sidecar.istio.io/inject": "false"}}, "spec": pod}
 
 
-def body(name: str, namespace: str, settings: dict[str, Any], args: list[str],
+def body(name: str, namespace: str, settings: OperatorSettings, args: list[str],
          owner: dict[str, str] | None = None) -> dict[str, Any]:
     """The TFJob to create. ``owner``: the pipeline step's pod ({name, uid}); the job is then deleted with
     it by Kubernetes' garbage collector (same namespace only)."""
     metadata: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": {"app.kubernetes.io/managed-by": "tfxd",
-                                           "tfxd.dev/pipeline": _label(settings["pipeline"])}}
+                                           "tfxd.dev/pipeline": _label(settings.pipeline)}}
     if owner:
         metadata["ownerReferences"] = [{"apiVersion": "v1", "kind": "Pod", "name": owner["name"],
                                         "uid": owner["uid"]}]
     replicas = {kind: {"replicas": count, "restartPolicy": "Never", "template": _template(settings, kind, args)}
-                for kind, count in replica_counts(settings["workers"], settings["parameter_servers"]).items()
+                for kind, count in replica_counts(settings.workers, settings.parameter_servers).items()
                 if count}
     # Never: a replica that dies fails the job (a peer of MultiWorkerMirrored cannot rejoin a collective);
     # the step fails naming it, and its retry resumes from the BackupAndRestore checkpoint
     return {"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}", "kind": keys.TFJob.KIND, "metadata": metadata,
-            "spec": {"runPolicy": {"cleanPodPolicy": settings["clean_pod_policy"],
-                                   "activeDeadlineSeconds": settings["timeout_seconds"]},
+            "spec": {"runPolicy": {"cleanPodPolicy": settings.clean_pod_policy,
+                                   "activeDeadlineSeconds": settings.timeout_seconds},
                      "tfReplicaSpecs": replicas}}
 
 

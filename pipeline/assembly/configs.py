@@ -20,6 +20,7 @@ from tfxd.pipeline.spec.errors import format_path
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import duration_seconds
 from tfxd.reader_config import LabelCheck, ReaderConfig, SpanReading
+from tfxd.trainer_config import OperatorSettings, ProcessCluster, TrainerCustomConfig
 from tfxd.transforms import NUMBER, TRANSFORMS
 
 # The sections of the spec the Trainer reads: the rest (evaluation, push, targets...) can change
@@ -164,20 +165,19 @@ def transform_config(loaded: LoadedSpec) -> dict[str, Any]:
             keys.LABEL: spec.label.model_dump(mode="json")}
 
 
-def trainer_config(loaded: LoadedSpec, cluster: dict[str, int] | None) -> dict[str, Any]:
+def trainer_config(loaded: LoadedSpec, cluster: ProcessCluster | None) -> TrainerCustomConfig:
     """What run_fn reads: the resolved spec, the local cluster, and the columns only the label reads."""
     spec = loaded.spec
     label_only = sorted(_label_columns(loaded) - _feature_columns(loaded)) if spec.features else []
-    return {keys.TrainerConfig.SPEC: spec.model_dump(mode="json", by_alias=True, include=set(TRAINER_SECTIONS)),
-            keys.TrainerConfig.LOCAL_CLUSTER: cluster,
-            keys.TrainerConfig.LABEL_ONLY: label_only}
+    return TrainerCustomConfig(spec.model_dump(mode="json", by_alias=True, include=set(TRAINER_SECTIONS)),
+                               cluster, tuple(label_only))
 
 
-def tfjob_settings(pipeline: str, kubeflow) -> dict[str, Any]:
-    """targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob_manifest.py)."""
+def operator_settings(pipeline: str, kubeflow) -> OperatorSettings:
+    """targets.kubeflow.trainer as an operator's launcher reads it (components/trainer/operator_job.py)."""
     trainer = kubeflow.trainer
-    return {**trainer.model_dump(mode="json"), "image": kubeflow.image, "pipeline": pipeline,
-            "timeout_seconds": duration_seconds(trainer.timeout)}
+    return OperatorSettings(**trainer.model_dump(mode="json"), image=kubeflow.image, pipeline=pipeline,
+                            timeout_seconds=duration_seconds(trainer.timeout))
 
 
 def columns_read(loaded: LoadedSpec) -> list[str]:

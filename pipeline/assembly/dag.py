@@ -29,15 +29,15 @@ from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import Trainer
-from tfxd.components.trainer.tfjob import TFJobTrainer
+from tfxd.components.trainer.tfjob import TFJob, TFJobTrainer
 from tfxd.components.transform.component import Transform
-from tfxd.keys import NEW_DATA_PROPERTY, TrainerConfig
+from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
 from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
 from tfxd.pipeline.assembly.configs import (
     columns_read,
     example_gen_config,
-    tfjob_settings,
+    operator_settings,
     trainer_config,
     transform_config,
 )
@@ -46,6 +46,7 @@ from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
+from tfxd.trainer_config import ProcessCluster, TrainerCustomConfig
 
 # Runtime parameters of a compiled pipeline: a run or a schedule can change the training length
 # without recompiling (TFX takes them as the JSON of TrainArgs / EvalArgs).
@@ -175,28 +176,31 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
     replicas."""
     spec = loaded.spec
     trainer_class: type[Any] = Trainer
-    custom_config = trainer_config(loaded, spec.targets.local.trainer.model_dump() if not place.on_cluster else None)
+    local = spec.targets.local.trainer
+    custom_config = trainer_config(
+        loaded, None if place.on_cluster else ProcessCluster(local.workers, local.parameter_servers))
     section = spec.targets.section(place.target)
     launcher = section.trainer_launcher() if section is not None else None
     if launcher is not None:
-        trainer_class, launch_config = _LAUNCHERS[launcher](loaded)
-        custom_config = {**custom_config, **launch_config}
+        trainer_class, custom_config = _LAUNCHERS[launcher](loaded, custom_config)
     train_args, eval_args = _steps(spec, place)
     return trainer_class(examples=transform.outputs["transformed_examples"],
                          transform_graph=transform.outputs["transform_graph"], schema=schema,
-                         run_fn=keys.RUN_FN, train_args=train_args, eval_args=eval_args, custom_config=custom_config,
+                         run_fn=keys.RUN_FN, train_args=train_args, eval_args=eval_args,
+                         custom_config=custom_config.to_json(),
                          base_model=warm_start.outputs["model"] if warm_start else None)
 
 
-def _tfjob(loaded: LoadedSpec) -> tuple[type[Any], dict[str, Any]]:
-    return TFJobTrainer, {TrainerConfig.TFJOB: tfjob_settings(loaded.spec.name, loaded.spec.targets.kubeflow)}
+def _tfjob(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple[type[Any], TrainerCustomConfig]:
+    settings = operator_settings(loaded.spec.name, loaded.spec.targets.kubeflow)
+    return TFJobTrainer, replace(config, operators={TFJob.SETTINGS_KEY: settings})
 
 
-def _vertex_custom_job(loaded: LoadedSpec) -> tuple[type[Any], dict[str, Any]]:
+def _vertex_custom_job(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple[type[Any], TrainerCustomConfig]:
     # start-up: the Vertex training client (aiplatform) loads only when compiling for Vertex
     from tfxd.components.trainer import vertex_job
 
-    return vertex_job.VertexTrainer, vertex_job.custom_config(loaded.spec.targets.vertex)
+    return vertex_job.VertexTrainer, replace(config, launcher=vertex_job.custom_config(loaded.spec.targets.vertex))
 
 
 # The Trainer classes that launch its replicas outside the pipeline task, by the launcher a target names

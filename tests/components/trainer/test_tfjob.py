@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,13 +23,14 @@ from tfx.types import standard_artifacts
 
 from tests.conftest import REPO
 from tests.kubeflow.conftest import SPEC_TEXT
-from tfxd import keys
+from tfxd import keys, trainer_config
 from tfxd.components.trainer import job_launch, operator_job, tfjob
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.kubeflow.replay import training_operator
 from tfxd.kubeflow.replay.kube_api import KubeApi
-from tfxd.pipeline.assembly.configs import tfjob_settings
+from tfxd.pipeline.assembly.configs import operator_settings
 from tfxd.pipeline.spec.load import load_spec
+from tfxd.trainer_config import OperatorSettings, TrainerCustomConfig
 
 NAMESPACE = "team-a"
 TRAINER = {"workers": 2, "parameter_servers": 1, "namespace": NAMESPACE,
@@ -38,13 +40,13 @@ TRAINER = {"workers": 2, "parameter_servers": 1, "namespace": NAMESPACE,
            "service_account": "trainer", "timeout": "2h"}
 
 
-def settings(tmp_path: Path, **trainer: Any) -> dict[str, Any]:
+def settings(tmp_path: Path, **trainer: Any) -> OperatorSettings:
     """targets.kubeflow.trainer as the assembly hands it to the launcher, from a spec."""
     path = tmp_path / "demo.yaml"
     path.write_text(SPEC_TEXT)
     loaded = load_spec(str(path), [f"targets.kubeflow.trainer={json.dumps({**TRAINER, **trainer})}",
                                    "targets.kubeflow.root=gs://b/kfp"], target="kubeflow", check_files=False)
-    return tfjob_settings(loaded.spec.name, loaded.spec.targets.kubeflow)
+    return operator_settings(loaded.spec.name, loaded.spec.targets.kubeflow)
 
 
 def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
@@ -147,8 +149,8 @@ def task(tmp_path, monkeypatch):
     model.uri = str(tmp_path / "run-1" / "Trainer" / "model")
     model_run = standard_artifacts.ModelRun()
     model_run.uri = str(tmp_path / "run-1" / "Trainer" / "model_run")
-    config = {keys.TrainerConfig.SPEC: {}, keys.TrainerConfig.TFJOB: settings(tmp_path)}
-    properties = {"custom_config": json.dumps(config), "run_fn": "tfxd.trainer_module.run_fn.run_fn"}
+    config = TrainerCustomConfig({}, operators={keys.TrainerConfig.TFJOB: settings(tmp_path)})
+    properties = {"custom_config": config.to_text(), "run_fn": "tfxd.trainer_module.run_fn.run_fn"}
     monkeypatch.setattr(job_launch, "POLL_SECONDS", 1)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.setenv("KFP_POD_NAME", "demo-trainer-pod")
@@ -248,9 +250,9 @@ def test_the_operators_deadline_and_the_steps_own(task, monkeypatch):
     assert not api.jobs
     # an operator that never ends the job: the step stops it past the deadline and its grace
     monkeypatch.setattr(job_launch, "GRACE_SECONDS", 0)
-    config = json.loads(task.artifacts[2]["custom_config"])
-    config[keys.TrainerConfig.TFJOB].update(timeout="2s", timeout_seconds=2)
-    task.artifacts[2]["custom_config"] = json.dumps(config)
+    config = trainer_config.of(task.artifacts[2])
+    quick = replace(config.operators[keys.TrainerConfig.TFJOB], timeout="2s", timeout_seconds=2)
+    task.artifacts[2]["custom_config"] = replace(config, operators={keys.TrainerConfig.TFJOB: quick}).to_text()
     with serve(Script([(0.2, pods(ALL_RUNNING))])) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     assert "did not finish within 2s (targets.kubeflow.trainer.timeout)" in str(failure.value)
