@@ -15,8 +15,39 @@ from tfxd import keys
 
 
 @dataclass(frozen=True)
+class PlanRecord:
+    """trainer_module.planner.Plan as it is recorded and shown (`tfxd plan --json` prints the same): the
+    strategy chosen and why, for this task of the cluster."""
+
+    strategy: str  # a planner.Strategy's name, never auto
+    replicas: int
+    is_chief: bool
+    task: dict[str, Any]  # {type, index}
+    global_batch_size: int
+    shard_policy: str  # off | file | data
+    precision: str  # float32 | mixed_float16 | mixed_bfloat16
+    devices: dict[str, Any]  # what the planner saw: gpus, cpu_devices, tpu, per_host_replicas...
+    reason: str
+    role: str = "train"  # train | serve (ps and non-chief workers under ParameterServer) | evaluate
+    communication: str = "auto"
+    device: str | None = None  # for one_device
+
+    @property
+    def writes_the_model(self) -> bool:
+        """Only the chief of the tasks that train saves the model."""
+        return self.is_chief and self.role != "serve"
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PlanRecord:
+        return cls(**{name: data[name] for name in cls.__dataclass_fields__ if name in data})
+
+
+@dataclass(frozen=True)
 class TrainingReport:
-    plan: dict[str, Any]  # trainer_module.planner.Plan.to_json(): the shape `tfxd plan --json` prints
+    plan: PlanRecord
     epochs: int  # the epochs trained
     steps_per_epoch: int
     replicas_in_sync: int
@@ -26,10 +57,15 @@ class TrainingReport:
     warm_start: dict[str, Any] | None = None  # {from, started, reason, weights_checksum} with training.warm_start
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        data = asdict(self)  # the plan too, as PlanRecord.to_json() writes it
         if self.warm_start is None:
             data.pop("warm_start")
         return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> TrainingReport:
+        fields = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**{**fields, "plan": PlanRecord.from_json(data["plan"])})
 
     def for_summary(self) -> dict[str, Any]:
         """The part a run's summary.json shows under `training` (the plan is its `strategy`)."""
@@ -58,4 +94,4 @@ def read(model_dir: str) -> TrainingReport | None:
         return None
     with fileio.open(path, "r") as handle:
         data = json.loads(handle.read())
-    return TrainingReport(**{name: data[name] for name in TrainingReport.__dataclass_fields__ if name in data})
+    return TrainingReport.from_json(data)

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Any
 
 from tfxd.trainer_module.cluster import Cluster, from_environment
+from tfxd.training_report import PlanRecord
 
 
 class Strategy(str, Enum):
@@ -99,11 +100,16 @@ class Plan:
     device: str | None = None  # for one_device
     cluster: dict[str, Any] | None = field(default=None)
 
-    def to_json(self) -> dict[str, Any]:
-        """The shape `tfxd plan --json` prints (docs/reference/cli.md), plus the role and the collective."""
+    def record(self) -> PlanRecord:
+        """The plan as the Trainer records it beside the model and the summaries show it (without the
+        cluster, which TF_CONFIG holds)."""
         data = asdict(self)
         data.pop("cluster")
-        return data
+        return PlanRecord(**{**data, "strategy": self.strategy.value})
+
+    def to_json(self) -> dict[str, Any]:
+        """The shape `tfxd plan --json` prints (docs/reference/cli.md), plus the role and the collective."""
+        return self.record().to_json()
 
 
 def plan(env: Mapping[str, str], devices: Devices, strategy: Strategy = Strategy.AUTO, batch_size: int = 64,

@@ -46,7 +46,9 @@ def schedule(training: dict[str, Any], train_examples: int | None, global_batch:
     return epochs, math.ceil(steps / epochs)
 
 
-def run_fn(fn_args: Any) -> dict[str, Any]:
+def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.PlanRecord:
+    """Train as the plan says; what was trained (the report the chief also writes beside the model), or,
+    for a task that only serves a ParameterServer cluster, its plan."""
     import tensorflow as tf
     import tensorflow_transform as tft
 
@@ -70,7 +72,7 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
                                       task_index=plan.task["index"], protocol="grpc", config=threads, start=True)
         stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
         server.join()
-        return {"plan": plan.to_json()}
+        return plan.record()
     distribution = strategy.build(plan, tpu_resolver)
     stops.reclaim()  # a multi-worker strategy's runtime took SIGTERM: a stop must still stop (tfxd.stops)
     if training.get("seed") is not None:
@@ -109,14 +111,13 @@ def run_fn(fn_args: Any) -> dict[str, Any]:
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
     export.save(model, tf_output, label, list(config.label_only), fn_args.serving_model_dir, plan.is_chief,
                 builtin_layers=spec["model"]["type"] != "custom")
-    result = {"plan": plan.to_json(), "epochs": len(history.epoch), "steps_per_epoch": steps_per_epoch,
-              "replicas_in_sync": distribution.num_replicas_in_sync, "weights_checksum": checksum,
-              "history": callbacks[0].history,
-              "metrics": {k: float(v[-1]) for k, v in history.history.items()},
-              **({"warm_start": warm} if warm is not None else {})}
+    result = training_report.TrainingReport(
+        plan=plan.record(), epochs=len(history.epoch), steps_per_epoch=steps_per_epoch,
+        replicas_in_sync=distribution.num_replicas_in_sync, weights_checksum=checksum, history=callbacks[0].history,
+        metrics={k: float(v[-1]) for k, v in history.history.items()}, warm_start=warm)
     if plan.is_chief:
         model_dir = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the model artifact's folder
-        training_report.write(model_dir, training_report.TrainingReport(**result))
+        training_report.write(model_dir, result)
         pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.spans))
     return result
 

@@ -25,6 +25,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from tfxd import files, keys, stops, trainer_config
 from tfxd.components.trainer import local_cluster
+from tfxd.training_report import TrainingReport
 
 BACKUPS = ".backup"  # beside the Trainer's outputs: one folder per training, named by its inputs and config
 
@@ -84,22 +85,22 @@ class Executor(GenericExecutor):
         self.train(input_dict, output_dict, exec_properties)
         drop_backup(backup_dir)
 
-    def train(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
-        """Run run_fn in this process; the chief must leave a model."""
+    def train(self, input_dict, output_dict, exec_properties) -> None:
+        """Run run_fn (trainer_module.run_fn) in this process; the chief must leave a model."""
         fn_args = self._GetFnArgs(input_dict, output_dict, exec_properties)
-        result = udf_utils.get_fn(exec_properties, "run_fn")(fn_args) or {}
-        if result.get("plan", {}).get("is_chief", True) and result.get("plan", {}).get("role") != "serve":
+        result = udf_utils.get_fn(exec_properties, "run_fn")(fn_args)
+        plan = result.plan if isinstance(result, TrainingReport) else result  # a serving task's plan
+        if plan.writes_the_model:
             self._check_model(output_dict)
-        return result
 
-    def train_replica(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
+    def train_replica(self, input_dict, output_dict, exec_properties) -> None:
         """train() as one replica of a cluster (a TFJob's pod, a local cluster's process, a Vertex replica): a
         stop (SIGTERM, SIGINT) ends it within stops.STOP_SECONDS with the signal's exit status, saying where
         the retried training resumes from, wherever it was (a collective may wait on a peer that is gone,
         a parameter server never returns from its join)."""
         try:
             with stops.handling(stops.DEADLINE_SECONDS):
-                return self.train(input_dict, output_dict, exec_properties)
+                self.train(input_dict, output_dict, exec_properties)
         except stops.Stopped as stop:
             backup_dir = trainer_config.of(exec_properties).backup_dir
             task = json.loads(os.environ.get("TF_CONFIG") or "{}").get("task", {})

@@ -58,6 +58,7 @@ from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResu
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run import beam_engine
 from tfxd.pipeline.run.outcome import new_run_id
+from tfxd.run_summary import ReplayRun, run_status
 from tfxd.training_report import TrainingReport
 
 TaskCallback = Callable[[str, dict[str, Any]], None]
@@ -207,8 +208,7 @@ class _Tasks:
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
                 self.on_task(name, {"event": "end", **row, "error": str(exc)})
-                summary = self.summary()
-                self._write_summary(summary)
+                summary = self._write_summary(self.summary())
                 if isinstance(exc, TaskFailed):
                     exc.summary = summary
                 raise
@@ -216,9 +216,7 @@ class _Tasks:
             row["outputs"] = {key: [record["uri"] for record in records] for key, records in result.artifacts.items()}
             self.results[name] = result
             self.on_task(name, {"event": "end", **row})
-        summary = self.summary()
-        self._write_summary(summary)
-        return summary
+        return self._write_summary(self.summary())
 
     def not_triggered(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> str | None:
         """Why the task does not run, or None: a task it depends on was skipped (Argo omits it), or its
@@ -293,7 +291,7 @@ class _Tasks:
                         found = record
         return found
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> ReplayRun:
         blessing = self.produced("tfx.ModelBlessing")
         evaluation = self.produced("tfx.ModelEvaluation")
         pushed = self.produced("tfx.PushedModel")
@@ -301,40 +299,29 @@ class _Tasks:
         push = pushed and pushed.get("metadata", {})
         destination = push.get("pushed_destination") if push else None
         trained = self._training_report()
-        return {
-            "pipeline": self.replay.compiled.name,
-            "run_id": self.replay.run_id,
-            "file": os.path.abspath(self.replay.compiled.path),
-            "format": self.replay.compiled.kind,
-            "root": self.replay.root,
-            "run_dir": self.replay.run_dir,
-            "logs": self.replay.log_dir,
-            "parameters": self.replay.parameters,
-            "beam": beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else
+        statuses = {row["status"] for row in self.rows}
+        gates = self._gates()
+        return ReplayRun(
+            pipeline=self.replay.compiled.name, run_id=self.replay.run_id,
+            status=run_status(interrupted=bool(self.interrupted), failed="failed" in statuses,
+                              not_run="not run" in statuses, skipped=bool(self._no_new_data())),
+            reason=self._no_new_data(), signal=self.interrupted or None,
+            file=os.path.abspath(self.replay.compiled.path), format=self.replay.compiled.kind, root=self.replay.root,
+            run_dir=self.replay.run_dir, logs=self.replay.log_dir, parameters=self.replay.parameters,
+            beam=beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else
             f"as compiled, on {self.replay.engine.engine.title} here" if self.replay.engine else "as compiled",
-            "tasks": self.rows,
-            "status": "interrupted" if self.interrupted else "failed" if any(row["status"] == "failed" for row in self.rows)
-            else "not run" if any(row["status"] == "not run" for row in self.rows)
-            else "skipped" if self._no_new_data() else "ok",
-            **({"reason": self._no_new_data()} if self._no_new_data() else {}),
-            **({"signal": self.interrupted} if self.interrupted else {}),
-            "examples": self._examples(),
-            "artifacts": {f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
-                          for key, uris in (row.get("outputs") or {}).items() if uris},
-            "evaluation": evaluation["uri"] if evaluation else None,
-            "blessed": None if not model else bool(model.get("blessed")),
-            "model": model.get("current_model") if model else None,
-            "baseline": model.get("baseline_model") if model else None,
-            "pushed": None if not push else bool(push.get("pushed")),
-            "pushed_destination": destination,
-            "pushed_destination_on_cluster": self.localize.on_cluster(destination),
-            "pipeline_root_on_cluster": self.replay.compiled.pipeline_root,
-            "buckets": dict(sorted(self.localize.seen.items())),
-            "strategy": trained.plan if trained else None,
-            **({"warm_start": trained.warm_start} if trained and trained.warm_start is not None else {}),
-            **self._gates(),
-            "notes": self.launcher.notes,
-        }
+            tasks=self.rows, examples=self._examples(),
+            artifacts={f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"
+                       for key, uris in (row.get("outputs") or {}).items() if uris},
+            evaluation=evaluation["uri"] if evaluation else None,
+            blessed=None if not model else bool(model.get("blessed")),
+            model=model.get("current_model") if model else None, baseline=model.get("baseline_model") if model else None,
+            pushed=None if not push else bool(push.get("pushed")), pushed_destination=destination,
+            pushed_destination_on_cluster=self.localize.on_cluster(destination),
+            pipeline_root_on_cluster=self.replay.compiled.pipeline_root,
+            buckets=dict(sorted(self.localize.seen.items())), strategy=trained.plan.to_json() if trained else None,
+            warm_start=trained.warm_start if trained else None, drift=gates.get("drift"), skew=gates.get("skew"),
+            notes=self.launcher.notes)
 
     def _example_metadata(self) -> dict[str, Any]:
         made = self.results.get("ExampleGen")
@@ -369,8 +356,11 @@ class _Tasks:
         return {name: json.loads(metadata[key]) for name, key in (("drift", keys.DRIFT_PROPERTY),
                                                                    ("skew", keys.SKEW_PROPERTY)) if key in metadata}
 
-    def _write_summary(self, summary: dict[str, Any]) -> None:
-        write_json(os.path.join(self.replay.run_dir, "summary.json"), summary, sort_keys=True, default=str)
+    def _write_summary(self, summary: ReplayRun) -> dict[str, Any]:
+        """summary.json in the run's folder; what it holds (replay() returns it)."""
+        data = summary.to_json()
+        write_json(os.path.join(self.replay.run_dir, "summary.json"), data, sort_keys=True, default=str)
+        return data
 
 
 def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[str, Any] | None = None,

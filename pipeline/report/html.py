@@ -1,9 +1,9 @@
-"""A self-contained report.html per run, written from the run's summary.
+"""A self-contained report.html per run, written from the run's summary (tfxd.run_summary.LocalRun).
 
 One file a person can open anywhere (a laptop, a CI artifact, an air-gapped cluster): inline CSS,
-hand-written SVG charts and no network references at all. Every key of the summary may be missing
-or null (a run stopped early with `--to`, or failed), and each section then says what did not run
-instead of failing. TensorFlow is never imported here; the statistics are read with the
+hand-written SVG charts and no network references at all. Any part of the summary may be empty (a
+run stopped early with `--to`, or failed; LocalRun.from_json reads a summary.json that is short or
+odd as empty parts), and each section then says what did not run instead of failing. TensorFlow is never imported here; the statistics are read with the
 tensorflow_metadata protos alone (plain protobuf), imported lazily.
 """
 
@@ -14,6 +14,7 @@ from collections.abc import Callable
 from tfxd.files import write_atomic
 from tfxd.pipeline.report import charts, statistics
 from tfxd.pipeline.report.markup import as_dict, as_list, escape, fmt, number, table
+from tfxd.run_summary import SKIPPED, LocalRun
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
@@ -43,16 +44,15 @@ footer{margin-top:32px;color:#7a8294;font-size:.85em}
 """
 
 
-def write(summary: dict, path: str) -> str:
+def write(summary: LocalRun, path: str) -> str:
     """Write the report atomically, so a reader never sees half a file."""
     return write_atomic(path, render(summary))
 
 
-def render(summary: dict) -> str:
+def render(summary: LocalRun) -> str:
     """The report's HTML text; each section degrades to a sentence when its data is missing."""
-    summary = as_dict(summary)
-    pipeline = summary.get("pipeline") or "pipeline"
-    run_id = summary.get("run_id") or "unknown run"
+    pipeline = summary.pipeline or "pipeline"
+    run_id = summary.run_id or "unknown run"
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en">',
@@ -74,7 +74,7 @@ def render(summary: dict) -> str:
 # ---------------------------------------------------------------- helpers
 
 
-def _safe(section: Callable[[dict], str], summary: dict) -> str:
+def _safe(section: Callable[[LocalRun], str], summary: LocalRun) -> str:
     """A section that cannot be drawn says why, and the rest of the report still renders."""
     try:
         return section(summary)
@@ -82,29 +82,28 @@ def _safe(section: Callable[[dict], str], summary: dict) -> str:
         return f'<p class="muted">This section could not be drawn: {escape(type(error).__name__)}: {escape(error)}</p>'
 
 
-def _component_status(summary: dict) -> dict[str, str]:
-    return {str(c.get("name")): str(c.get("status")) for c in as_list(summary.get("components"))
-            if isinstance(c, dict)}
+def _component_status(summary: LocalRun) -> dict[str, str]:
+    return {str(c.get("name")): str(c.get("status")) for c in summary.components}
 
 
 # ---------------------------------------------------------------- banner
 
 
-def _banner(summary: dict) -> str:
+def _banner(summary: LocalRun) -> str:
     """Failed beats everything; then blessed / not blessed; a run that never evaluated says so."""
     statuses = _component_status(summary)
-    evaluation = as_dict(summary.get("evaluation"))
-    blessed = summary.get("blessed")
+    evaluation = summary.evaluation
+    blessed = summary.blessed
     if blessed is None:
         blessed = evaluation.get("blessed")
     reasons = [str(r) for r in as_list(evaluation.get("reasons"))]
-    pushed = summary.get("pushed_to")
+    pushed = summary.pushed_to
     failed = [name for name, status in statuses.items() if status == "failed"]
     evaluated = bool(evaluation) or statuses.get("Evaluator") in ("ran", "cached")
     if failed:
         css, text = "failed", "Run failed in " + ", ".join(escape(n) for n in failed)
-    elif summary.get("status") == "skipped":
-        css, text = "notevaluated", "Skipped: " + escape(str(summary.get("reason") or "nothing to do"))
+    elif summary.status == SKIPPED:
+        css, text = "notevaluated", "Skipped: " + escape(summary.reason or "nothing to do")
     elif blessed is True:
         css, text = "blessed", "Model blessed"
     elif evaluated:
@@ -125,8 +124,8 @@ def _banner(summary: dict) -> str:
 # ---------------------------------------------------------------- components
 
 
-def _components(summary: dict) -> str:
-    components = [c for c in as_list(summary.get("components")) if isinstance(c, dict)]
+def _components(summary: LocalRun) -> str:
+    components = summary.components
     out = ["<h2>Components</h2>"]
     if not components:
         return out[0] + '\n<p class="muted">No components recorded.</p>'
@@ -151,9 +150,9 @@ def _components(summary: dict) -> str:
 # ---------------------------------------------------------------- data
 
 
-def _data(summary: dict) -> str:
+def _data(summary: LocalRun) -> str:
     out = ["<h2>Data</h2>"]
-    examples = as_dict(summary.get("examples"))
+    examples = summary.examples
     splits = as_dict(examples.get("splits"))
     spans = as_list(examples.get("spans"))
     if spans:
@@ -165,7 +164,7 @@ def _data(summary: dict) -> str:
         out.append(table(["split", "examples"], [[(escape(k), False), (fmt(v), True)] for k, v in splits.items()]))
     else:
         out.append('<p class="muted">No example counts recorded (ExampleGen did not run'
-                   + (', or found no new data).</p>' if summary.get("status") == "skipped" else ').</p>'))
+                   + (', or found no new data).</p>' if summary.status == SKIPPED else ').</p>'))
     bad = as_dict(examples.get("bad_records"))
     total = examples.get("bad_records_total")
     if total is None and bad:
@@ -176,9 +175,9 @@ def _data(summary: dict) -> str:
             out.append(table(["reason", "records"], [[(escape(k), False), (fmt(v), True)] for k, v in bad.items()]))
     elif examples:
         out.append("<p>Bad records skipped: 0</p>")
-    out.append(_drift(as_dict(summary.get("drift"))))
-    out.append(_skew(as_dict(summary.get("skew"))))
-    out.append(statistics.section(as_dict(summary.get("artifacts")).get("statistics"), list(splits)))
+    out.append(_drift(summary.drift or {}))
+    out.append(_skew(summary.skew or {}))
+    out.append(statistics.section(summary.artifacts.get("statistics"), list(splits)))
     return "\n".join(out)
 
 
@@ -213,15 +212,15 @@ def _distances(gate: dict) -> str:
 # ---------------------------------------------------------------- anomalies
 
 
-def _anomalies(summary: dict) -> str:
-    anomalies = summary.get("anomalies")
+def _anomalies(summary: LocalRun) -> str:
+    anomalies = summary.anomalies
     out = ["<h2>Anomalies</h2>"]
     if anomalies is None:
         out.append('<p class="muted">Not checked (ExampleValidator did not run or reported nothing).</p>')
-    elif not as_list(anomalies):
+    elif not anomalies:
         out.append("<p>none</p>")
     else:
-        out.append('<ul class="anomalies">' + "".join(f"<li>{escape(a)}</li>" for a in as_list(anomalies)) + "</ul>")
+        out.append('<ul class="anomalies">' + "".join(f"<li>{escape(a)}</li>" for a in anomalies) + "</ul>")
     return "\n".join(out)
 
 
@@ -238,9 +237,9 @@ def _warm_start(warm: dict) -> str:
     return f"<p>Not warm-started{source}: {escape(warm.get('reason'))}; trained from scratch.</p>"
 
 
-def _training(summary: dict) -> str:
+def _training(summary: LocalRun) -> str:
     out = ["<h2>Training</h2>"]
-    plan = as_dict(summary.get("strategy"))
+    plan = summary.strategy or {}
     if plan:
         line = (f"Strategy: {escape(plan.get('strategy', '?'))} &times;{escape(plan.get('replicas', '?'))} replicas, "
                 f"global batch {escape(plan.get('global_batch_size', '?'))}, {escape(plan.get('precision', '?'))}")
@@ -251,7 +250,7 @@ def _training(summary: dict) -> str:
                  if k not in ("strategy", "replicas", "global_batch_size", "precision", "reason")}
         if extra:
             out.append(table(["plan", "value"], [[(escape(k), False), (escape(v), False)] for k, v in extra.items()]))
-    training = as_dict(summary.get("training"))
+    training = summary.training
     if not training:
         out.append('<p class="muted">Training did not run.</p>')
         return "\n".join(out)
@@ -283,13 +282,13 @@ def _training(summary: dict) -> str:
 # ---------------------------------------------------------------- evaluation
 
 
-def _evaluation(summary: dict) -> str:
+def _evaluation(summary: LocalRun) -> str:
     out = ["<h2>Evaluation</h2>"]
-    evaluation = as_dict(summary.get("evaluation"))
+    evaluation = summary.evaluation
     slices = [s for s in as_list(evaluation.get("slices")) if isinstance(s, dict)]
     ran = _component_status(summary).get("Evaluator") in ("ran", "cached")
-    if not slices and as_dict(summary.get("metrics")) and (evaluation or ran):
-        slices = [{"slice": "Overall", "metrics": summary["metrics"]}]
+    if not slices and summary.metrics and (evaluation or ran):
+        slices = [{"slice": "Overall", "metrics": summary.metrics}]
     if not evaluation and not slices:
         out.append('<p class="muted">Evaluation did not run.</p>')
         return "\n".join(out)
@@ -306,7 +305,7 @@ def _evaluation(summary: dict) -> str:
         out.append(table(["slice"] + columns, rows))
     else:
         out.append('<p class="muted">No metrics recorded.</p>')
-    blessed = evaluation.get("blessed", summary.get("blessed"))
+    blessed = evaluation.get("blessed", summary.blessed)
     out.append(f"<p>Blessing: {'blessed' if blessed is True else 'not blessed'}</p>")
     reasons = [str(r) for r in as_list(evaluation.get("reasons"))]
     if reasons:
@@ -326,8 +325,8 @@ def _evaluation(summary: dict) -> str:
 # ---------------------------------------------------------------- artifacts
 
 
-def _artifacts(summary: dict) -> str:
-    artifacts = as_dict(summary.get("artifacts"))
+def _artifacts(summary: LocalRun) -> str:
+    artifacts = summary.artifacts
     if not artifacts:
         return '<h2>Artifacts</h2>\n<p class="muted">No artifacts recorded.</p>'
     rows = [[(escape(k), False), (f'<span class="mono">{escape(v)}</span>', False)] for k, v in artifacts.items()]

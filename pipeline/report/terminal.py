@@ -7,17 +7,18 @@ from typing import Any
 from rich.table import Table
 
 from tfxd import console
+from tfxd.run_summary import LocalRun
 
 
-def show(summary: dict[str, Any]) -> None:
-    table = Table(title=f"{summary['pipeline']} run {summary['run_id']}", title_justify="left")
+def show(summary: LocalRun) -> None:
+    table = Table(title=f"{summary.pipeline} run {summary.run_id}", title_justify="left")
     table.add_column("component")
     table.add_column("status")
     table.add_column("seconds", justify="right")
-    for component in summary["components"]:
+    for component in summary.components:
         table.add_row(component["name"], component["status"], f"{component['seconds']:.1f}")
     console.out.print(table)
-    examples = summary.get("examples") or {}
+    examples = summary.examples
     spans = examples.get("spans")
     read = (f"span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}" if spans else "") + (
         f": {examples['span_day']['why']}" if examples.get("span_day") else "")
@@ -29,28 +30,28 @@ def show(summary: dict[str, Any]) -> None:
     if examples.get("bad_records"):
         reasons = ", ".join(f"{reason}: {count}" for reason, count in examples["bad_records"].items())
         console.warn(f"bad records skipped: {examples['bad_records_total']} ({reasons})")
-    drift = summary.get("drift") or {}
+    drift = summary.drift or {}
     if drift.get("columns"):
         console.info(f"drift from span {drift['previous_span']} to {drift['span']}: {_largest(drift)}")
-    skew = summary.get("skew") or {}
+    skew = summary.skew or {}
     if skew.get("columns"):
         console.info(f"skew between train and eval: {_largest(skew)}")
-    plan = summary.get("strategy")
+    plan = summary.strategy
     if plan:
         console.info(f"strategy: {plan['strategy']} x{plan['replicas']} replicas, global batch "
                      f"{plan['global_batch_size']}, {plan['precision']} ({plan['reason']})")
-    warm = (summary.get("training") or {}).get("warm_start")
+    warm = summary.training.get("warm_start")
     if warm:
         console.info(f"warm start: from {warm['from']}" if warm["started"] else
                      f"warm start: none ({warm['reason']}); trained from scratch")
-    training = (summary.get("training") or {}).get("metrics")
+    training = summary.training.get("metrics")
     if training:
         console.info("training: " + "  ".join(f"{k} {v:.4f}" for k, v in training.items()))
-    if summary.get("metrics"):
-        console.info("evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in summary["metrics"].items()))
+    if summary.metrics:
+        console.info("evaluation: " + "  ".join(f"{k} {v:.4f}" for k, v in summary.metrics.items()))
     _blessing(summary)
-    if summary.get("report"):
-        console.info(f"report: {summary['report']}")
+    if summary.report:
+        console.info(f"report: {summary.report}")
 
 
 def _largest(gate: dict[str, Any]) -> str:
@@ -58,12 +59,12 @@ def _largest(gate: dict[str, Any]) -> str:
     return f"largest {name} {value['distance']:.4f} (threshold {value['threshold']:g})"
 
 
-def _blessing(summary: dict[str, Any]) -> None:
-    evaluation = summary.get("evaluation") or {}
+def _blessing(summary: LocalRun) -> None:
+    evaluation = summary.evaluation
     if not evaluation:
         return
-    if summary["blessed"]:
-        console.success(f"blessed; pushed to {summary['pushed_to']}" if summary.get("pushed_to")
+    if summary.blessed:
+        console.success(f"blessed; pushed to {summary.pushed_to}" if summary.pushed_to
                         else "blessed")
         return
     console.warn("not blessed, so not pushed:")

@@ -8,7 +8,7 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import absl.logging
@@ -31,6 +31,7 @@ from tfxd.pipeline.run.outcome import (
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.run_summary import LocalRun, run_status
 
 # what LocalDagRunner and BeamDagRunner log around each node, and TFX's launcher for a node whose condition
 # is false (with spans and nothing new, every component after ExampleGen: pipeline/assembly/dag.py)
@@ -131,7 +132,7 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
         root.removeHandler(absl_handler)
 
 
-def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dict[str, Any]:
+def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> LocalRun:
     """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
     Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), lock.RunLocked (another run uses
     the root), or metadata.StoreUnreadable."""
@@ -141,7 +142,7 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> dic
         return _run_locked(loaded, root, to, verbose)
 
 
-def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) -> dict[str, Any]:
+def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) -> LocalRun:
     _importable(loaded.base_dir)
     paths = RunPaths(root, new_run_id())
     progress = _Progress()
@@ -177,31 +178,20 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             raise RunInterrupted(None, False, paths.log, signum)
         where = f"the {loaded.spec.beam.runner} engine" if isinstance(failure, beam_engine.EngineFailed) else "tfxd"
         raise RunFailed(where, _reason(failure, root), paths.log)
-    summary = _summary(loaded, paths, tfx, started)
-    skipped = None if interrupted or failure is not None else summary.pop("no_new_data")
-    summary.pop("no_new_data", None)
-    if skipped is not None:  # data.on_no_new_data: skip - the run did what it was asked: nothing
-        summary["reason"] = skipped
-        console.info(f"{skipped}; the components after ExampleGen were skipped")
-    summary["status"] = ("interrupted" if interrupted else "failed" if failure is not None
-                         else "skipped" if skipped is not None else "ok")
-    if interrupted:
-        summary["signal"] = stops.name(signum)
-    for component in summary["components"]:
-        if interrupted and component["status"] == "failed":  # the execution Ctrl-C left RUNNING
-            component["status"] = "interrupted"
-        if skipped is not None and component["status"] == "not run":  # by the pipeline's condition
-            component["status"] = "skipped"
-    summary["report"] = _write_report(summary, paths)
+    summary = _summary(loaded, paths, tfx, started, interrupted=interrupted, failed=failure is not None,
+                       signal=stops.name(signum) if interrupted else None)
+    if summary.reason is not None:  # data.on_no_new_data: skip - the run did what it was asked: nothing
+        console.info(f"{summary.reason}; the components after ExampleGen were skipped")
+    summary = replace(summary, report=_write_report(summary, paths))
     try:
-        write_json(paths.summary, summary)
+        write_json(paths.summary, summary.to_json())
     except OSError as exc:  # a full disk: the run's own message below matters more
         console.warn(f"summary.json could not be written ({exc.strerror}): {paths.summary}")
     if interrupted:
         raise RunInterrupted(progress.current, progress.current == "Trainer"
                              and loaded.spec.training.callbacks.backup_and_restore, paths.log, signum)
     if failure is not None:
-        failed = [c["name"] for c in summary["components"] if c["status"] == "failed"]
+        failed = [c["name"] for c in summary.components if c["status"] == "failed"]
         component = failed[0] if failed else progress.current or "the pipeline"
         # the engine's own account: what ended or was cancelled there, a job that failed there, an SDK
         # worker's traceback
@@ -218,32 +208,33 @@ def _reason(failure: BaseException | None, root: str) -> str:
     return disk_full(text, root) or root_cause(text) or shortened(text) or type(failure).__name__
 
 
-def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float) -> dict[str, Any]:
+def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, interrupted: bool, failed: bool,
+             signal: str | None) -> LocalRun:
     run = records.RunRecords(paths.root, loaded.spec.name, started)
-    names = [c.id for c in tfx.components if c.id in COMPONENTS]
+    skipped = None if interrupted or failed else records.no_new_data(run)
+    components = []
+    for name in (c.id for c in tfx.components if c.id in COMPONENTS):
+        component = run.status(name)
+        if interrupted and component["status"] == "failed":  # the execution Ctrl-C left RUNNING
+            component["status"] = "interrupted"
+        if skipped is not None and component["status"] == "not run":  # by the pipeline's condition
+            component["status"] = "skipped"
+        components.append(component)
     training = records.training_report(run)
     evaluation = records.evaluation_report(run)
     overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
-    return {
-        "pipeline": loaded.spec.name,
-        "run_id": paths.run_id,
-        "components": [run.status(name) for name in names],
-        "examples": records.examples_report(run),
-        "no_new_data": records.no_new_data(run),
-        "strategy": training.plan if training else None,
-        "metrics": overall,
-        "training": training.for_summary() if training else {},
-        "evaluation": evaluation,
-        "anomalies": records.anomalies_report(run),
-        "drift": records.drift_report(run),
-        "skew": records.skew_report(run),
-        "blessed": bool(evaluation.get("blessed")),
-        "pushed_to": records.pushed_to(run),
-        "artifacts": records.artifact_uris(run),
-    }
+    return LocalRun(
+        pipeline=loaded.spec.name, run_id=paths.run_id,
+        status=run_status(interrupted=interrupted, failed=failed, skipped=skipped is not None),
+        reason=skipped, signal=signal, components=components, examples=records.examples_report(run),
+        strategy=training.plan.to_json() if training else None, metrics=overall,
+        training=training.for_summary() if training else {}, evaluation=evaluation,
+        anomalies=records.anomalies_report(run), drift=records.drift_report(run), skew=records.skew_report(run),
+        blessed=bool(evaluation.get("blessed")), pushed_to=records.pushed_to(run),
+        artifacts=records.artifact_uris(run))
 
 
-def _write_report(summary: dict[str, Any], paths: RunPaths) -> str | None:
+def _write_report(summary: LocalRun, paths: RunPaths) -> str | None:
     """report.html beside summary.json; a report that cannot be drawn does not fail the run."""
     try:
         return report.write(summary, paths.report)

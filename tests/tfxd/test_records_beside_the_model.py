@@ -9,9 +9,12 @@ import json
 import pytest
 
 from tfxd import keys, pushed, training_report
-from tfxd.training_report import TrainingReport
+from tfxd.trainer_module.planner import Devices, Strategy, plan
+from tfxd.training_report import PlanRecord, TrainingReport
 
-PLAN = {"strategy": "mirrored", "replicas": 2, "global_batch_size": 128, "reason": "2 logical CPU devices"}
+PLAN = PlanRecord(strategy="mirrored", replicas=2, is_chief=True, task={"type": None, "index": 0},
+                  global_batch_size=128, shard_policy="off", precision="float32",
+                  devices={"gpus": 0, "cpu_devices": 2}, reason="2 logical CPU devices")
 
 
 def _report(warm_start=None) -> TrainingReport:
@@ -25,7 +28,7 @@ def test_the_training_report_reads_back_as_written(tmp_path):
     path = training_report.write(str(tmp_path), _report(warm))
     assert path == str(tmp_path / keys.TRAINING_REPORT_FILE)
     assert training_report.read(str(tmp_path)) == _report(warm)
-    assert json.loads((tmp_path / keys.TRAINING_REPORT_FILE).read_text())["plan"] == PLAN
+    assert json.loads((tmp_path / keys.TRAINING_REPORT_FILE).read_text())["plan"] == PLAN.to_json()
 
 
 def test_a_report_without_a_warm_start_has_none_in_the_file_or_the_summary(tmp_path):
@@ -38,9 +41,17 @@ def test_a_report_without_a_warm_start_has_none_in_the_file_or_the_summary(tmp_p
 
 def test_no_report_reads_as_none_and_a_short_one_is_refused(tmp_path):
     assert training_report.read(str(tmp_path)) is None
-    (tmp_path / keys.TRAINING_REPORT_FILE).write_text(json.dumps({"plan": PLAN}))  # a serving task's result
+    (tmp_path / keys.TRAINING_REPORT_FILE).write_text(json.dumps({"plan": PLAN.to_json()}))  # a plan alone
     with pytest.raises(TypeError, match="epochs"):
         training_report.read(str(tmp_path))
+
+
+def test_the_planner_s_plan_is_recorded_as_tfxd_plan_prints_it():
+    chosen = plan({}, Devices(cpu_devices=2), Strategy.MIRRORED)
+    assert PlanRecord.from_json(json.loads(json.dumps(chosen.to_json()))) == chosen.record()
+    assert chosen.record().strategy == "mirrored" and type(chosen.record().strategy) is str  # the name
+    serving = PlanRecord.from_json({**PLAN.to_json(), "is_chief": False, "role": "serve"})
+    assert (PLAN.writes_the_model, serving.writes_the_model) == (True, False)
 
 
 def test_the_data_record_reads_back_as_written(tmp_path):

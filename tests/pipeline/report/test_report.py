@@ -14,9 +14,16 @@ import pytest
 
 from tests.conftest import REPO
 from tfxd.pipeline.report import html as report
+from tfxd.run_summary import LocalRun
 
 VOID = {"meta", "br", "hr", "img", "input", "link", "area", "base", "col", "embed", "source", "track", "wbr"}
 HOSTILE = "<script>alert('x')</script>"
+
+
+def render(summary: dict) -> str:
+    """report.html's text for what a summary.json holds, read by its one reader (LocalRun.from_json)."""
+    return report.render(LocalRun.from_json(summary))
+
 
 CSV = "fare,company,tips\n1.5,Acme,0\n2.5,Blue Cab,1\n,Acme,0\n4.0,City,1\n"
 
@@ -147,7 +154,7 @@ def full_summary(stats: Path | str | None, blessed: bool = False) -> dict:
 
 
 def test_full_report(stats_dir: Path) -> None:
-    text = report.render(full_summary(stats_dir))
+    text = render(full_summary(stats_dir))
     checker = parse(text)
     assert_offline(text)
     assert "taxi-tips" in text and "20261123-031500-123456" in text
@@ -191,7 +198,7 @@ def test_full_report(stats_dir: Path) -> None:
 
 
 def test_blessed_and_pushed(stats_dir: Path) -> None:
-    text = report.render(full_summary(stats_dir, blessed=True))
+    text = render(full_summary(stats_dir, blessed=True))
     parse(text)
     assert 'class="banner blessed">Model blessed' in text
     assert "Pushed to <span class=\"mono\">/runs/serving/1732330000</span>" in text
@@ -201,8 +208,8 @@ def test_blessed_and_pushed(stats_dir: Path) -> None:
 def test_write_is_atomic(tmp_path: Path, stats_dir: Path) -> None:
     target = tmp_path / "runs" / "r1" / "report.html"
     summary = full_summary(stats_dir)
-    assert report.write(summary, str(target)) == str(target)
-    assert target.read_text(encoding="utf-8") == report.render(summary)
+    assert report.write(LocalRun.from_json(summary), str(target)) == str(target)
+    assert target.read_text(encoding="utf-8") == render(summary)
     assert os.listdir(target.parent) == ["report.html"]
 
 
@@ -215,7 +222,7 @@ def test_stopped_at_transform(tmp_path: Path) -> None:
         "examples": {"splits": {"train": 10, "eval": 4}, "bad_records": {}, "bad_records_total": 0},
         "strategy": None, "metrics": {}, "blessed": False, "pushed_to": None,
     }
-    text = report.render(summary)
+    text = render(summary)
     parse(text)
     assert_offline(text)
     assert "Not evaluated: the run stopped before Evaluator" in text
@@ -224,7 +231,7 @@ def test_stopped_at_transform(tmp_path: Path) -> None:
     assert "Training did not run." in text
     assert "Evaluation did not run." in text
     assert "<svg" not in text
-    report.write(summary, str(tmp_path / "report.html"))
+    report.write(LocalRun.from_json(summary), str(tmp_path / "report.html"))
 
 
 @pytest.mark.parametrize("summary", [{}, {k: None for k in (
@@ -232,7 +239,7 @@ def test_stopped_at_transform(tmp_path: Path) -> None:
     "anomalies", "blessed", "pushed_to", "artifacts")}, {"training": {"history": [{"epoch": 1}]},
                                                           "evaluation": {"slices": None}, "anomalies": []}])
 def test_empty_summaries_render(summary: dict) -> None:
-    text = report.render(summary)
+    text = render(summary)
     parse(text)
     assert "could not be drawn" not in text
     assert "Evaluation" in text and "Training" in text
@@ -243,7 +250,7 @@ def test_failed_run_banner() -> None:
         {"name": "ExampleGen", "status": "ran", "seconds": 1.0},
         {"name": "Trainer", "status": "failed", "seconds": None},
         {"name": "Evaluator", "status": "not run", "seconds": 0.0}]}
-    text = report.render(summary)
+    text = render(summary)
     parse(text)
     assert 'class="banner failed">Run failed in Trainer' in text
     assert '<span class="st-failed">failed</span>' in text
@@ -253,7 +260,7 @@ def test_single_epoch_and_odd_values() -> None:
     summary = {"training": {"metrics": {"val_auc": 0.7}, "history": [
         {"epoch": 1, "loss": float("nan"), "val_auc": 0.7, "note": "text"}]},
         "components": [{"name": "Trainer", "status": "ran", "seconds": "slow"}]}
-    text = report.render(summary)
+    text = render(summary)
     parse(text)
     assert "could not be drawn" not in text
     assert '<td>auc</td><td class="num">&mdash;</td><td class="num">0.7000</td>' in text
@@ -261,7 +268,7 @@ def test_single_epoch_and_odd_values() -> None:
 
 
 def test_unreadable_statistics(tmp_path: Path) -> None:
-    missing = report.render({"artifacts": {"statistics": str(tmp_path / "nope")}})
+    missing = render({"artifacts": {"statistics": str(tmp_path / "nope")}})
     parse(missing)
     assert "could not be read" in missing and "nope" in missing
     broken = tmp_path / "stats" / "Split-train"
@@ -269,7 +276,7 @@ def test_unreadable_statistics(tmp_path: Path) -> None:
     (broken / "FeatureStats.pb").write_bytes(b"\xff\xff\xff\xff")
     (tmp_path / "stats" / "Split-eval").mkdir()
     write_stats(tmp_path / "stats", "test", hand_stats())
-    text = report.render({"artifacts": {"statistics": str(tmp_path / "stats")}})
+    text = render({"artifacts": {"statistics": str(tmp_path / "stats")}})
     parse(text)
     assert text.count("could not be read") == 2  # train is garbage, eval has no file
     assert "<td>pickup_area</td>" in text  # the readable split still shows
@@ -288,7 +295,7 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
         "anomalies": [HOSTILE], "blessed": False, "pushed_to": HOSTILE,
         "artifacts": {"statistics": str(tmp_path / "stats"), HOSTILE: HOSTILE},
     }
-    text = report.render(summary)
+    text = render(summary)
     parse(text)
     assert_offline(text)
     assert "<script" not in text.lower()
@@ -300,7 +307,8 @@ def test_hostile_text_is_escaped(tmp_path: Path) -> None:
 def test_no_tensorflow_import(stats_dir: Path) -> None:
     """Importing and rendering (statistics included) needs protobuf only, never TensorFlow."""
     code = ("import sys, json; from tfxd.pipeline.report import html as report; "
-            f"text = report.render({full_summary(stats_dir)!r}); "
+            "from tfxd.run_summary import LocalRun; "
+            f"text = report.render(LocalRun.from_json({full_summary(stats_dir)!r})); "
             "assert 'fare' in text and '2.6667' in text, text; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'tensorflow_data_validation')))")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -1,0 +1,132 @@
+"""A run's summary (summary.json in its folder): what `tfxd run` (pipeline/run/local_run.py) and `tfxd replay`
+(kubeflow/replay/runner.py) say a run did. Both share one core, built by the same rule for the run's
+status; each adds what only it knows (a local run: its components, the evaluation's results and the
+report; a replay: the compiled file, its tasks and where the cluster would have put things). The
+terminal table and report.html (pipeline/report/) read the typed summary; `LocalRun.from_json` is the
+one reader of a summary.json, and the one place that tolerates a summary that is short or odd (a run
+stopped early, a file written by an older tfxd), so the report's sections need not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+OK, FAILED, INTERRUPTED, SKIPPED, NOT_RUN = "ok", "failed", "interrupted", "skipped", "not run"
+
+
+def run_status(*, interrupted: bool, failed: bool, skipped: bool, not_run: bool = False) -> str:
+    """A run's status: stopped by a signal, else a part failed, else a part never ran (a replay stopped
+    before its end), else skipped (`data.on_no_new_data: skip` found nothing new), else ok."""
+    return (INTERRUPTED if interrupted else FAILED if failed else NOT_RUN if not_run
+            else SKIPPED if skipped else OK)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunSummary:
+    """What both summaries say, under the same keys."""
+
+    pipeline: str
+    run_id: str
+    status: str  # run_status()
+    examples: dict[str, Any] = field(default_factory=dict)  # splits, bad records, spans read and their day
+    strategy: dict[str, Any] | None = None  # the Trainer's plan, as `tfxd plan --json` prints it
+    artifacts: dict[str, str] = field(default_factory=dict)  # name -> URI
+    blessed: bool | None = None  # None: nothing was evaluated
+    drift: dict[str, Any] | None = None  # validation.drift's distances (None: not checked)
+    skew: dict[str, Any] | None = None  # validation.skew's distances (None: not checked)
+    reason: str | None = None  # why a skipped run read nothing
+    signal: str | None = None  # what stopped an interrupted run
+
+    def _core(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"pipeline": self.pipeline, "run_id": self.run_id, "status": self.status,
+                                "examples": self.examples, "strategy": self.strategy, "artifacts": self.artifacts,
+                                "blessed": self.blessed}
+        if self.reason is not None:
+            data["reason"] = self.reason
+        if self.signal is not None:
+            data["signal"] = self.signal
+        return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalRun(RunSummary):
+    """`tfxd run`'s summary."""
+
+    components: list[dict[str, Any]] = field(default_factory=list)  # {name, status, seconds} in order
+    metrics: dict[str, Any] = field(default_factory=dict)  # the evaluation's overall slice
+    training: dict[str, Any] = field(default_factory=dict)  # training_report.TrainingReport.for_summary()
+    evaluation: dict[str, Any] = field(default_factory=dict)  # slices, blessed, reasons, baseline
+    anomalies: list[str] | None = None  # None: not checked
+    pushed_to: str | None = None
+    report: str | None = None  # report.html's path, once written
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self._core(), "components": self.components, "metrics": self.metrics, "training": self.training,
+                "evaluation": self.evaluation, "anomalies": self.anomalies, "drift": self.drift, "skew": self.skew,
+                "pushed_to": self.pushed_to, "report": self.report}
+
+    @classmethod
+    def from_json(cls, data: Any) -> LocalRun:
+        """A summary.json read back, whatever it holds: a missing or mistyped key reads as absent."""
+        data = _mapping(data)
+        anomalies = data.get("anomalies")
+        blessed = data.get("blessed")
+        return cls(
+            pipeline=_text(data.get("pipeline")), run_id=_text(data.get("run_id")), status=_text(data.get("status")),
+            examples=_mapping(data.get("examples")), strategy=_mapping(data.get("strategy")) or None,
+            artifacts=_mapping(data.get("artifacts")), blessed=blessed if isinstance(blessed, bool) else None,
+            drift=_mapping(data.get("drift")) or None, skew=_mapping(data.get("skew")) or None,
+            reason=_text(data.get("reason")) or None, signal=_text(data.get("signal")) or None,
+            components=[c for c in _sequence(data.get("components")) if isinstance(c, dict)],
+            metrics=_mapping(data.get("metrics")), training=_mapping(data.get("training")),
+            evaluation=_mapping(data.get("evaluation")),
+            anomalies=None if anomalies is None else [str(a) for a in _sequence(anomalies)],
+            pushed_to=_text(data.get("pushed_to")) or None, report=_text(data.get("report")) or None)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReplayRun(RunSummary):
+    """`tfxd replay`'s summary: a compiled file's run here, and where the cluster would have put things."""
+
+    file: str  # the compiled file
+    format: str  # its kind (Kubeflow YAML, Vertex JSON)
+    root: str
+    run_dir: str
+    logs: str
+    parameters: dict[str, Any]
+    beam: Any  # the Beam arguments the tasks ran with, or how they were taken
+    tasks: list[dict[str, Any]]  # {name, kind, status, seconds, log, outputs} in order
+    evaluation: str | None = None  # the ModelEvaluation's URI
+    model: str | None = None  # the blessing's current and baseline models
+    baseline: str | None = None
+    pushed: bool | None = None
+    pushed_destination: str | None = None
+    pushed_destination_on_cluster: str | None = None
+    pipeline_root_on_cluster: str | None = None
+    buckets: dict[str, str] = field(default_factory=dict)  # bucket -> the folder standing for it here
+    warm_start: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        gates = {name: value for name, value in (("drift", self.drift), ("skew", self.skew)) if value is not None}
+        return {**self._core(), "file": self.file, "format": self.format, "root": self.root, "run_dir": self.run_dir,
+                "logs": self.logs, "parameters": self.parameters, "beam": self.beam, "tasks": self.tasks,
+                "evaluation": self.evaluation, "model": self.model, "baseline": self.baseline, "pushed": self.pushed,
+                "pushed_destination": self.pushed_destination,
+                "pushed_destination_on_cluster": self.pushed_destination_on_cluster,
+                "pipeline_root_on_cluster": self.pipeline_root_on_cluster, "buckets": self.buckets,
+                **({"warm_start": self.warm_start} if self.warm_start is not None else {}), **gates,
+                "notes": self.notes}
+
+
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _sequence(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, (list, tuple)) else []
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
