@@ -47,6 +47,13 @@ class SpanReading:
     drift_store: str | None = None
     local: bool = False
 
+    def placed(self) -> tuple[str, str]:
+        """(path, pushed_to) as the executor reads them; ValueError for spans the assembly never placed."""
+        if self.path is None or self.pushed_to is None:
+            raise ValueError("the reader config's spans were not placed for a target (pipeline/assembly/dag.py "
+                             "places them): compile or run the spec with tfxd")
+        return self.path, self.pushed_to
+
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"choice": self.choice, "on_no_new_data": self.on_no_new_data,
                                 "splits": self.splits}

@@ -2,9 +2,9 @@
 (kubeflow/replay/runner.py) say a run did. Both share one core, built by the same rule for the run's
 status; each adds what only it knows (a local run: its components, the evaluation's results and the
 report; a replay: the compiled file, its tasks and where the cluster would have put things). The
-terminal table and report.html (pipeline/report/) read the typed summary; `LocalRun.from_json` is the
-one reader of a summary.json, and the one place that tolerates a summary that is short or odd (a run
-stopped early, a file written by an older tfxd), so the report's sections need not.
+terminal table and report.html (pipeline/report/) read the typed summary. `LocalRun.from_json` reads a
+summary.json back (a notebook, a script, the report's tests; no verb does yet), taking a file that is
+short or odd (written by an older tfxd, edited by hand) as empty parts, so the report's sections need not.
 """
 
 from __future__ import annotations

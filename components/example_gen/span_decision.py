@@ -53,7 +53,7 @@ def decide(exec_properties: dict[str, Any]) -> dict[str, Any]:
     config = reader_config.of(exec_properties).spans
     if not config or decided(exec_properties):
         return exec_properties
-    pattern = spans.SpanPattern.parse(config.path or "")
+    pattern = spans.SpanPattern.parse(config.placed()[0])
     choice, day = config.choice, None
     override = (exec_properties.get(keys.SPAN_KEY) or "").strip()
     try:
@@ -150,7 +150,7 @@ def _no_new_data(config: SpanReading, labels: list[Any]) -> str | None:
     nothing; `on_no_new_data: train` never compares."""
     if config.on_no_new_data == "train":
         return None
-    latest = next(iter(pushed.versions(config.pushed_to or "")), None)
+    latest = next(iter(pushed.versions(config.placed()[1])), None)
     if latest is None or pushed.data_record(latest).spans != labels:
         return None
     return (f"no new data: the spans to read ({', '.join(map(str, labels))}) are the ones the latest blessed "

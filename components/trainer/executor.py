@@ -65,8 +65,7 @@ class Executor(GenericExecutor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         if not in_cluster_replica():  # the task itself (a replica of a Vertex job runs Do too: not there)
             files.empty_outputs(output_dict)  # a retry in place meets the first attempt's half-saved model
-        exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        config = trainer_config.of(exec_properties)
+        exec_properties, config = self._with_run_facts(input_dict, output_dict, exec_properties)
         cluster, backup_dir = config.local_cluster, config.backup_dir or ""
         if cluster and cluster.distributed:
             try:
@@ -118,14 +117,17 @@ class Executor(GenericExecutor):
         if not self._model_written(output_dict):
             raise RuntimeError("the chief finished training without writing the serving model")
 
-    def _with_run_facts(self, input_dict, output_dict, exec_properties) -> dict[str, Any]:
+    def _with_run_facts(self, input_dict, output_dict,
+                        exec_properties) -> tuple[dict[str, Any], trainer_config.TrainerCustomConfig]:
+        """The custom_config with the run's facts added (the train split's size, the spans read, the backup
+        folder): as the exec properties the replicas are handed, and as read here."""
         examples = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
         counts = examples.get_string_custom_property(keys.SPLIT_COUNTS_PROPERTY)
         read = examples.get_string_custom_property(keys.SPANS_PROPERTY)
         config = trainer_config.of(exec_properties).with_run_facts(
             json.loads(counts).get("train") if counts else None, json.loads(read) if read else None,
             _backup_dir(input_dict, output_dict, exec_properties))
-        return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: config.to_text()}
+        return {**exec_properties, standard_component_specs.CUSTOM_CONFIG_KEY: config.to_text()}, config
 
     def _log_dir(self) -> str:
         return os.environ.get(keys.LOG_DIR_ENV) or os.path.join(self._get_tmp_dir(), "worker-logs")

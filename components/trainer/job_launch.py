@@ -25,7 +25,7 @@ from absl import logging
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import files, trainer_config
+from tfxd import files
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer.kubernetes_client import Kubernetes, KubernetesError
 from tfxd.components.trainer.operator_job import OperatorJob, replica_args
@@ -52,8 +52,7 @@ class OperatorExecutor(trainer_executor.Executor):
     JOB: ClassVar[OperatorJob]
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
-        exec_properties = self._with_run_facts(input_dict, output_dict, exec_properties)
-        config = trainer_config.of(exec_properties)
+        exec_properties, config = self._with_run_facts(input_dict, output_dict, exec_properties)
         settings, backup_dir = config.operators[self.JOB.SETTINGS_KEY], config.backup_dir or ""
         replica_properties = {**exec_properties,
                               standard_component_specs.CUSTOM_CONFIG_KEY: config.for_replicas(self.JOB.SETTINGS_KEY).to_text()}

@@ -300,12 +300,12 @@ class _Tasks:
         destination = push.get("pushed_destination") if push else None
         trained = self._training_report()
         statuses = {row["status"] for row in self.rows}
-        gates = self._gates()
+        gates, nothing_new = self._gates(), self._no_new_data()
         return ReplayRun(
             pipeline=self.replay.compiled.name, run_id=self.replay.run_id,
             status=run_status(interrupted=bool(self.interrupted), failed="failed" in statuses,
-                              not_run="not run" in statuses, skipped=bool(self._no_new_data())),
-            reason=self._no_new_data(), signal=self.interrupted or None,
+                              not_run="not run" in statuses, skipped=nothing_new is not None),
+            reason=nothing_new, signal=self.interrupted or None,
             file=os.path.abspath(self.replay.compiled.path), format=self.replay.compiled.kind, root=self.replay.root,
             run_dir=self.replay.run_dir, logs=self.replay.log_dir, parameters=self.replay.parameters,
             beam=beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else

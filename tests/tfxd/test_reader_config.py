@@ -49,6 +49,12 @@ def test_the_label_knows_its_classes_and_bad_records_can_be_skipped():
     assert not ReaderConfig("csv", "fail").skips_bad_records
 
 
+def test_spans_the_assembly_never_placed_are_refused_where_the_executor_reads_them():
+    assert FULL.spans is not None and FULL.spans.placed() == ("gs://b/data/{YYYY}-{MM}-{DD}", "gs://b/serving")
+    with pytest.raises(ValueError, match="not placed for a target"):
+        SpanReading("latest", "train").placed()
+
+
 def test_a_config_without_its_format_is_refused_by_name():
     with pytest.raises(KeyError, match="format"):
         reader_config.read(json.dumps({"bad_records": "fail"}))
