@@ -24,6 +24,7 @@ from tfx.utils import name_utils
 
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer import tfjob, vertex_job
+from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
 from tfxd.kubeflow.replay.ir import (
     Compiled,
@@ -43,6 +44,8 @@ NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
 # The Vertex custom-job Trainer launches replicas in the cloud; replayed, tfxd's Trainer trains here.
 _LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.get_full_name(trainer_executor.Executor)}
+# Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
+_PRELOADED = forked_tasks.MODULE
 # The TFJob Trainer runs as it is, against a local Training Operator (training_operator.py).
 _TFJOB_EXECUTOR = name_utils.get_full_name(tfjob.Executor)
 REPLAY_NAMESPACE = "tfxd-replay"
@@ -126,12 +129,16 @@ class Launcher:
         self.index = index
         self.notes: list[str] = []
         self.operator: LocalTrainingOperator | None = None
+        self.preloaded: forked_tasks.Preloaded | None = None
 
     def close(self) -> None:
-        """Stop what the replay started beside the tasks (the local Training Operator)."""
+        """Stop what the replay started beside the tasks (the local Training Operator, the preloader)."""
         if self.operator is not None:
             self.operator.__exit__()
             self.operator = None
+        if self.preloaded is not None:
+            self.preloaded.close()
+            self.preloaded = None
 
     def _training_operator(self, io: TaskIO, env: dict[str, str]) -> dict[str, str]:
         """The environment of a task whose Trainer launches a TFJob: the local operator's API as its
@@ -251,11 +258,7 @@ class Launcher:
         with open(io.log, "a", encoding="utf-8") as handle:
             handle.write(f"# {phase}: {' '.join(shown)}\n")
             handle.flush()
-            try:
-                process = subprocess.Popen(argv, stdout=handle, stderr=subprocess.STDOUT, cwd=self.replay.project_dir,
-                                           env=env)
-            except OSError as exc:
-                raise TaskFailed(io.name, f"cannot start {argv[0]}: {exc.strerror}", io.log) from exc
+            process = self._start(io, argv, env, handle)
             code = _wait(process)
         if code != 0:
             what = "" if phase == "main" else f" (its {phase} container)"
@@ -263,6 +266,22 @@ class Launcher:
             fault = self.replay.engine.fault() if self.replay.engine is not None else None
             raise TaskFailed(io.name, f"exit code {code}{what}: {fault or _log_reason(io.log)}", io.log,
                              exit_code=code)
+
+    def _start(self, io: TaskIO, argv: list[str], env: dict[str, str],
+               log) -> subprocess.Popen | forked_tasks.Task:
+        """The task's process: forked from the preloader where it runs the task as a fresh process would
+        (forked_tasks.py), else started fresh."""
+        cwd = self.replay.project_dir
+        if self.preloaded is None and argv[:3] == [sys.executable, "-m", _PRELOADED]:
+            self.preloaded = forked_tasks.Preloaded(env, cwd, os.path.join(self.replay.log_dir, "preloader.log"))
+        if self.preloaded is not None and self.preloaded.takes(argv, env, cwd):
+            task = self.preloaded.start(argv, io.log)
+            if task is not None:
+                return task
+        try:
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+        except OSError as exc:
+            raise TaskFailed(io.name, f"cannot start {argv[0]}: {exc.strerror}", io.log) from exc
 
     def _argv(self, io: TaskIO, spec: dict[str, Any], executor_input: dict[str, Any], phase: str) -> list[str]:
         """The container's command and args, localized, placeholders filled, Beam and the Vertex
@@ -347,7 +366,7 @@ def _artifact_value(record: dict[str, Any], what: str, metadata_key: str | None)
     return None if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def _wait(process: subprocess.Popen) -> int:
+def _wait(process: subprocess.Popen | forked_tasks.Task) -> int:
     """The task's exit code; interrupted, the task is stopped (then killed) before this goes on up."""
     try:
         return process.wait()
