@@ -21,7 +21,7 @@ ENGINES := $(VENV)/share/tfxd/engines
 ENGINES_STAMP := $(ENGINES)/.installed
 # Kubeflow's own code as judges (conformance/*/: Go modules pinned by go.sum, built here, never in the wheel)
 CONFORMANCE := build/conformance
-TRAINING_OPERATOR := $(CONFORMANCE)/training-operator
+CONFORMANCE_STAMP := $(CONFORMANCE)/.built
 # The package as the wheel lays it out, in links to this checkout, for static tools (mypy, an editor): they
 # cannot follow pyproject's mapping of folders to tfxd.* (tools/typing_tree.py, CONTRIBUTING.md)
 TYPING_TREE := build/typing/tfxd
@@ -68,15 +68,18 @@ $(ENGINES_STAMP): engines/flink/pom.xml engines/spark/pom.xml engines/jars.sha25
 
 engines: $(ENGINES_STAMP)
 
-# The Training Operator's TFJob CRD comes from the same module version, and sits beside the program.
-$(TRAINING_OPERATOR): conformance/training-operator/go.mod conformance/training-operator/go.sum conformance/training-operator/main.go
-	@command -v go >/dev/null || { echo "Go not found: make test builds Kubeflow's own code to judge tfxd's TFJobs; install Go 1.26 or newer (https://go.dev/doc/install, or apt-get install golang-go where it is 1.26) and retry" >&2; exit 2; }
-	@mkdir -p $(CONFORMANCE)
-	cd conformance/training-operator && go build -mod=readonly -trimpath -buildvcs=false -o $(abspath $@).partial .
-	install -m 644 "$$(cd conformance/training-operator && go list -mod=readonly -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_tfjobs.yaml" $(CONFORMANCE)/
-	mv $@.partial $@
+# One Go module (conformance/go.mod), two judges: the Training Operator's (TFJob) and Kubeflow Trainer v2's
+# with JobSet's (TrainJob); built together, they compile the Kubernetes libraries they share once. The CRDs
+# each reads come from the same module versions, and sit beside the programs.
+$(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conformance/*/*.go)
+	@command -v go >/dev/null || { echo "Go not found: make test builds Kubeflow's own code to judge tfxd's TFJobs and TrainJobs; install Go 1.26 or newer (https://go.dev/doc/install, or apt-get install golang-go where it is 1.26) and retry" >&2; exit 2; }
+	@rm -rf $(CONFORMANCE).partial && mkdir -p $(CONFORMANCE).partial/crds
+	cd conformance && go build -mod=readonly -trimpath -buildvcs=false -o $(abspath $(CONFORMANCE)).partial/ ./training-operator ./trainer
+	cd conformance && install -m 644 "$$(go list -mod=readonly -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_tfjobs.yaml" $(abspath $(CONFORMANCE)).partial/
+	cd conformance && install -m 644 "$$(go list -mod=readonly -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)"/manifests/base/crds/trainer.kubeflow.org_*.yaml "$$(go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" $(abspath $(CONFORMANCE)).partial/crds/
+	rm -rf $(CONFORMANCE) && mv $(CONFORMANCE).partial $(CONFORMANCE) && touch $@
 
-conformance: $(TRAINING_OPERATOR)
+conformance: $(CONFORMANCE_STAMP)
 
 # one folder per example, moved in whole by `tfxd init --data-only`
 $(EXAMPLE_DATA): examples/data/%: | $(STAMP)

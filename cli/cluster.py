@@ -1,5 +1,6 @@
-"""The verbs for Kubeflow Pipelines and Vertex AI: compile, submit, schedule, and replay (a compiled file
-run here as the cluster would run it).
+"""The verbs for Kubeflow Pipelines and Vertex AI: compile, submit, schedule, replay (a compiled file run
+here as the cluster would run it), and kubeflow-manifest (what a cluster admin applies once for the Trainer's
+operator jobs).
 
 The spec is imported at the top; TFX and the services' SDKs load inside the verbs that need them.
 """
@@ -28,6 +29,9 @@ from tfxd.pipeline.spec.load import load_spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 
 SCHEDULE_ACTIONS = ("apply", "pause", "resume", "delete", "list")
+# what `tfxd kubeflow-manifest NAME` prints: the files under kubeflow/ the wheel ships (tfxd.kubeflow)
+MANIFESTS = {"trainjob-runtime": "trainjob-runtime.yaml", "trainjob-rbac": "trainjob-rbac.yaml",
+             "tfjob-rbac": "tfjob-rbac.yaml"}
 
 
 @click.command(name="compile")
@@ -162,6 +166,17 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
                         else "blessed")
     else:
         console.warn("not blessed, so not pushed")
+
+
+@click.command(name="kubeflow-manifest")
+@click.argument("name", type=click.Choice(list(MANIFESTS)))
+def kubeflow_manifest(name: str) -> None:
+    """Print a manifest to pipe to `kubectl apply -f -`: trainjob-runtime, the TensorFlow runtime a TrainJob
+    needs (Kubeflow Trainer v2 ships none; once per cluster); trainjob-rbac or tfjob-rbac, the Role the
+    pipeline's pods need to launch the Trainer's job (once per namespace)."""
+    from importlib import resources  # start-up: only this verb reads the shipped files
+
+    click.echo(resources.files("tfxd.kubeflow").joinpath(MANIFESTS[name]).read_text(encoding="utf-8"), nl=False)
 
 
 def _show_task(name: str, event: dict[str, Any]) -> None:

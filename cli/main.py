@@ -21,7 +21,7 @@ def cli(verbose: bool) -> None:
 
 
 for verb in (local.init, local.validate, local.render, local.schema, local.graph, local.plan, local.run,
-             cluster.compile_, cluster.submit, cluster.schedule, cluster.replay):
+             cluster.compile_, cluster.submit, cluster.schedule, cluster.replay, cluster.kubeflow_manifest):
     cli.add_command(verb)
 
 

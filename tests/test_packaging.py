@@ -61,6 +61,7 @@ def test_the_wheel_holds_every_module_under_tfxd(wheel):
         inside = module.replace(".", "/") + ("/__init__.py" if path.name == "__init__.py" else ".py")
         assert inside in names, f"{module} ({path.relative_to(REPO)}) is not in the wheel"
     assert {f"tfxd/examples/{name}.yaml" for name in ("taxi", "penguin", "digits")} <= names
+    assert {f"tfxd/kubeflow/{name}.yaml" for name in ("trainjob-runtime", "trainjob-rbac", "tfjob-rbac")} <= names
     entry_points = zipfile.ZipFile(wheel).read(f"{wheel.name.split('-py3')[0]}.dist-info/entry_points.txt")
     assert "tfxd = tfxd.cli.main:main" in entry_points.decode()
 
@@ -81,12 +82,14 @@ def test_the_wheel_runs_on_its_own(wheel, tmp_path):
             "from tfxd.trainer_module.run_fn import run_fn\n"
             "from tfxd.components.transform.preprocessing import preprocessing_fn\n"
             "from tfxd.cli.main import cli\n"
-            f"for args in (['init', {str(project)!r}, '--example', 'taxi'], ['validate', {str(project / 'taxi.yaml')!r}]):\n"
+            f"for args in (['init', {str(project)!r}, '--example', 'taxi'], ['validate', {str(project / 'taxi.yaml')!r}],\n"
+            "             ['kubeflow-manifest', 'trainjob-runtime']):\n"
             "    try:\n        cli(args)\n    except SystemExit as exit:\n        assert exit.code == 0, (args, exit.code)\n"
             "print('FROM WHEEL')\n")
     result = _python(code, tmp_path, pythonpath=str(site))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "FROM WHEEL" in result.stdout and "taxi.yaml is valid" in result.stdout
+    assert "kind: ClusterTrainingRuntime" in result.stdout  # the runtime, printed from the wheel's own copy
 
 
 def test_only_tfxd_is_importable_beside_a_users_own_packages(tmp_path):

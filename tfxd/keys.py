@@ -49,7 +49,7 @@ FEATURE_INFO_FILE = "tfxd_features.json"
 
 class TrainerConfig:
     """Keys of the Trainer's custom_config (tfxd.trainer_config.TrainerCustomConfig writes and reads it).
-    pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and TFJOB; the Trainer executor adds
+    pipeline.assembly writes SPEC, LOCAL_CLUSTER, LABEL_ONLY and OPERATOR_JOB; the Trainer executor adds
     TRAIN_EXAMPLES, BACKUP_DIR and SPANS at run time; run_fn reads them all."""
 
     SPEC = "spec"  # the resolved spec's Trainer sections, as a dict
@@ -57,9 +57,8 @@ class TrainerConfig:
     LABEL_ONLY = "label_only_columns"  # columns only the label reads: a serving request has none of them
     TRAIN_EXAMPLES = "train_examples"  # the train split's size, for `training.epochs`
     BACKUP_DIR = "backup_dir"  # BackupAndRestore's folder, the same for a retry of the same training
-    TFJOB = "tfjob"  # targets.kubeflow.trainer as the TFJob launcher reads it (components/trainer/tfjob.py)
+    OPERATOR_JOB = "operator_job"  # targets.kubeflow.trainer as the launcher reads it (components/trainer/job_launch.py)
     SPANS = "spans"  # the spans the examples came from (keys.SPANS_PROPERTY), recorded beside the model
-    OPERATORS = (TFJOB,)  # the keys that hold an operator job's settings
 
 
 class TFJob:
@@ -75,6 +74,36 @@ class TFJob:
     JOB_NAME_LABEL = "training.kubeflow.org/job-name"
     REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
     REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+
+
+class TrainJob:
+    """Kubeflow Trainer v2's names for a TrainJob on tfxd's TensorFlow runtime (kubeflow/trainer v2.3,
+    pkg/apis/trainer/v1alpha1 and pkg/constants; JobSet v0.12, api/jobset/v1alpha2): the launcher
+    (components/trainer/) writes and watches them, the runtime (kubeflow/trainjob-runtime.yaml) and replay's
+    stand-in serve them, each replica's cluster normalisation (trainer_module/cluster.py) reads them."""
+
+    GROUP = "trainer.kubeflow.org"
+    VERSION = "v1alpha1"
+    PLURAL = "trainjobs"
+    KIND = "TrainJob"
+    RUNTIME_KIND = "ClusterTrainingRuntime"
+    RUNTIME = "tfxd-tensorflow"  # the ClusterTrainingRuntime tfxd ships (kubeflow/trainjob-runtime.yaml)
+    CONTAINER = "node"  # the trainer's container: Trainer v2 sets its image, command, args and env
+    REPLICATED_JOB = "node"  # the runtime's one replicated job: every node of the TensorFlow cluster
+    PORT = 2222
+    # JobSet's labels on every pod (jobset_types.go), which the runtime hands each node as environment
+    JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+    REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+    JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+    COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # the Job controller's, per pod
+    # each node's environment: the runtime's downward API (from the labels above), the Job controller's
+    # completion index, and the TrainJob's trainer.env (the cluster's shape, which no label carries)
+    JOBSET_NAME_ENV = "TFXD_JOBSET_NAME"
+    REPLICATED_JOB_ENV = "TFXD_REPLICATED_JOB"
+    JOB_INDEX_ENV = "TFXD_JOB_INDEX"
+    COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+    NODES_ENV = "TFXD_TRAINJOB_NODES"
+    PARAMETER_SERVERS_ENV = "TFXD_TRAINJOB_PARAMETER_SERVERS"
 
 
 # The exported model's signatures: serving on serialized raw tf.Examples, and the transform graph alone,
@@ -97,7 +126,7 @@ CREATE_TIME_KEY = "tfxd_create_time"
 
 # The launchers that run a Trainer's replicas outside its pipeline task: a target's section names the one it
 # needs (pipeline.spec.targets: TargetSection.trainer_launcher), pipeline/assembly/dag.py maps it to a Trainer.
-TFJOB_LAUNCHER = "tfjob"
+OPERATOR_JOB_LAUNCHER = "operator_job"
 VERTEX_JOB_LAUNCHER = "vertex_custom_job"
 
 # The functions TFX loads by name inside the Transform and Trainer executors (pipeline.assembly names them).

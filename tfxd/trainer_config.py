@@ -1,8 +1,8 @@
 """The Trainer's custom_config: what run_fn trains by and what launches it. pipeline/assembly writes the spec's
 part (the Trainer's sections of the spec, the local cluster, the label-only columns) and the launcher's
-(an operator job's settings, or TFX's Vertex training keys); the Trainer executor adds the run's facts
-(the train split's size, BackupAndRestore's folder, the spans read); run_fn, a TFJob's launcher and its
-replicas read it, on other machines than the one that compiled it. One type, one writer (`to_json`,
+(a Kubeflow operator job's settings, or TFX's Vertex training keys); the Trainer executor adds the run's facts
+(the train split's size, BackupAndRestore's folder, the spans read); run_fn, an operator job's launcher and
+its replicas read it, on other machines than the one that compiled it. One type, one writer (`to_json`,
 the dict TFX serializes), one reader (`from_json`, or `of` the exec properties); the keys are
 keys.TrainerConfig's, each written only where it says something, so compiled files are unchanged.
 """
@@ -32,11 +32,13 @@ class ProcessCluster:
 
 @dataclass(frozen=True)
 class OperatorSettings:
-    """targets.kubeflow.trainer as an operator's launcher reads it (components/trainer/operator_job.py),
+    """targets.kubeflow.trainer as the operator job's launcher reads it (components/trainer/job_launch.py),
     with what the assembly adds: the pipeline's name and image, and the timeout in seconds."""
 
     pipeline: str
     image: str
+    operator: str  # auto, tfjob or trainjob (pipeline.spec.targets.OPERATORS)
+    runtime: str  # the ClusterTrainingRuntime a TrainJob references
     workers: int
     parameter_servers: int
     resources: dict[str, dict[str, Any]]  # {"worker": {cpu, memory, gpu}, "ps": {...}}, Kubernetes quantities
@@ -61,8 +63,7 @@ class TrainerCustomConfig:
     spec: dict[str, Any]  # the resolved spec's Trainer sections, as JSON (pipeline/assembly/configs.py)
     local_cluster: ProcessCluster | None = None  # None on a cluster target
     label_only: tuple[str, ...] = ()  # columns only the label reads: a serving request has none of them
-    # the operator job that runs the replicas on Kubeflow, by its settings key (OperatorJob.SETTINGS_KEY)
-    operators: dict[str, OperatorSettings] = field(default_factory=dict)
+    operator_job: OperatorSettings | None = None  # the Kubeflow operator job that runs the replicas
     # what a launcher outside tfxd reads, verbatim (TFX's cloud training executor's keys, for Vertex)
     launcher: dict[str, Any] = field(default_factory=dict)
     train_examples: int | None = None  # the train split's size, for `training.epochs`
@@ -74,15 +75,15 @@ class TrainerCustomConfig:
         return replace(self, train_examples=train_examples if train_examples is not None else self.train_examples,
                        spans=spans if spans is not None else self.spans, backup_dir=backup_dir)
 
-    def for_replicas(self, settings_key: str) -> TrainerCustomConfig:
+    def for_replicas(self) -> TrainerCustomConfig:
         """What the launched replicas train by: without the job's settings (they launch nothing)."""
-        return replace(self, operators={key: value for key, value in self.operators.items() if key != settings_key})
+        return replace(self, operator_job=None)
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             CONFIG.SPEC: self.spec, CONFIG.LOCAL_CLUSTER: asdict(self.local_cluster) if self.local_cluster else None,
             CONFIG.LABEL_ONLY: list(self.label_only),
-            **{key: settings.to_json() for key, settings in self.operators.items()}, **self.launcher}
+            **({CONFIG.OPERATOR_JOB: self.operator_job.to_json()} if self.operator_job else {}), **self.launcher}
         for key, value in ((CONFIG.TRAIN_EXAMPLES, self.train_examples), (CONFIG.BACKUP_DIR, self.backup_dir),
                            (CONFIG.SPANS, self.spans)):
             if value is not None:
@@ -97,11 +98,11 @@ class TrainerCustomConfig:
     def from_json(cls, data: dict[str, Any]) -> TrainerCustomConfig:
         cluster = data.get(CONFIG.LOCAL_CLUSTER)
         own = {CONFIG.SPEC, CONFIG.LOCAL_CLUSTER, CONFIG.LABEL_ONLY, CONFIG.TRAIN_EXAMPLES, CONFIG.BACKUP_DIR,
-               CONFIG.SPANS, *CONFIG.OPERATORS}
+               CONFIG.SPANS, CONFIG.OPERATOR_JOB}
         return cls(
             spec=data[CONFIG.SPEC], local_cluster=ProcessCluster(**cluster) if cluster else None,
             label_only=tuple(data.get(CONFIG.LABEL_ONLY) or ()),
-            operators={key: OperatorSettings.from_json(data[key]) for key in CONFIG.OPERATORS if data.get(key)},
+            operator_job=OperatorSettings.from_json(data[CONFIG.OPERATOR_JOB]) if data.get(CONFIG.OPERATOR_JOB) else None,
             launcher={key: value for key, value in data.items() if key not in own},
             train_examples=data.get(CONFIG.TRAIN_EXAMPLES), backup_dir=data.get(CONFIG.BACKUP_DIR),
             spans=data.get(CONFIG.SPANS))

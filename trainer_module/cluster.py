@@ -1,4 +1,5 @@
-"""Who this process is in a training cluster: TF_CONFIG, or Vertex's CLUSTER_SPEC translated to it.
+"""Who this process is in a training cluster: TF_CONFIG, or Vertex's CLUSTER_SPEC, or a Kubeflow Trainer v2
+TrainJob's JobSet environment translated to it.
 
 Pure functions of the environment, so every case is testable without a cluster. tfxd.keys.ADDRESSES_ENV maps
 TF_CONFIG's addresses to others: `tfxd replay` runs a TFJob's replicas on this machine with the
@@ -78,7 +79,47 @@ def from_environment(env: Mapping[str, str]) -> Cluster:
         if pool not in VERTEX_POOLS:
             raise ClusterError(f"CLUSTER_SPEC task type {pool!r} is not a Vertex worker pool")
         return _checked(cluster, VERTEX_POOLS[pool], int(task.get("index", 0)), "CLUSTER_SPEC")
+    if env.get(keys.TrainJob.JOBSET_NAME_ENV):
+        return from_jobset(env)
     return Cluster()
+
+
+def from_jobset(env: Mapping[str, str]) -> Cluster:
+    """A node of a TrainJob on tfxd's runtime (kubeflow/trainjob-runtime.yaml): every node is a pod of the
+    JobSet's one Indexed Job, reachable at `<jobset>-<replicated job>-<job index>-<completion index>.<jobset>`
+    (JobSet's DNS hostnames: the Job controller names each pod's host `<job>-<completion index>`, JobSet
+    names the Job `<jobset>-<replicated job>-<job index>` and its headless service after the JobSet). Node
+    0 is the chief; without parameter servers all nodes are workers (the chief is worker 0), with them
+    node 0 coordinates, then come the workers, then the parameter servers."""
+    names = keys.TrainJob
+    wanted = (names.JOBSET_NAME_ENV, names.REPLICATED_JOB_ENV, names.JOB_INDEX_ENV, names.COMPLETION_INDEX_ENV,
+              names.NODES_ENV)
+    missing = [name for name in wanted if not env.get(name)]
+    if missing:
+        raise ClusterError(f"a TrainJob node needs {', '.join(missing)} in its environment (set by tfxd's "
+                           f"runtime {names.RUNTIME} and the TrainJob tfxd's Trainer creates): is the "
+                           "ClusterTrainingRuntime the one tfxd ships (tfxd kubeflow-manifest trainjob-runtime)?")
+    try:
+        nodes, job_index, index = (int(env[names.NODES_ENV]), int(env[names.JOB_INDEX_ENV]),
+                                   int(env[names.COMPLETION_INDEX_ENV]))
+        parameter_servers = int(env.get(names.PARAMETER_SERVERS_ENV) or 0)
+    except ValueError as exc:
+        raise ClusterError(f"a TrainJob node's environment has a count that is not a number: {exc}") from None
+    if parameter_servers and nodes < parameter_servers + 2:
+        raise ClusterError(f"a TrainJob of {nodes} nodes cannot hold a chief, a worker and {parameter_servers} "
+                           "parameter servers")
+    jobset = env[names.JOBSET_NAME_ENV]
+    moved = _parse(env[keys.ADDRESSES_ENV], keys.ADDRESSES_ENV) if env.get(keys.ADDRESSES_ENV) else {}
+    hosts = [f"{jobset}-{env[names.REPLICATED_JOB_ENV]}-{job_index}-{node}.{jobset}:{names.PORT}"
+             for node in range(nodes)]
+    hosts = [moved.get(host, host) for host in hosts]
+    if not parameter_servers:
+        return _checked({"worker": hosts}, "worker", index, "the TrainJob's environment")
+    workers = nodes - parameter_servers - 1
+    cluster = {"chief": hosts[:1], "worker": hosts[1:1 + workers], "ps": hosts[1 + workers:]}
+    kind, at = ("chief", 0) if index == 0 else ("worker", index - 1) if index <= workers else (
+        "ps", index - 1 - workers)
+    return _checked(cluster, kind, at, "the TrainJob's environment")
 
 
 def _parse(text: str, name: str) -> dict[str, Any]:

@@ -59,7 +59,8 @@ def detect_devices(env: Mapping[str, str] = os.environ) -> tuple[Devices, Any | 
 
 
 def export_cluster(plan: Plan) -> None:
-    """Write the normalised TF_CONFIG (from Vertex's CLUSTER_SPEC, 'master' renamed) before any TF op."""
+    """Write the normalised TF_CONFIG (from Vertex's CLUSTER_SPEC or a TrainJob's JobSet environment,
+    'master' renamed) before any TF op."""
     if plan.cluster is not None:
         os.environ["TF_CONFIG"] = json.dumps(plan.cluster)
 

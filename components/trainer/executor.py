@@ -7,8 +7,8 @@
   localhost processes with their own TF_CONFIG (see local_cluster.py).
 
 The other ways the Trainer runs sit beside it: local_cluster.py (localhost processes), vertex_job.py
-(a Vertex AI custom job whose replicas run this executor), tfjob.py (a Kubeflow TFJob whose replicas
-run it through tfjob_replica.py).
+(a Vertex AI custom job whose replicas run this executor), job_launch.py (a Kubeflow Trainer v2
+TrainJob, trainjob.py, or a TFJob, tfjob.py, whose replicas run it through operator_replica.py).
 """
 
 from __future__ import annotations

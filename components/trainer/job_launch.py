@@ -1,16 +1,18 @@
 """The Trainer task that launches a Kubeflow training operator's job and follows it to its end, for every
 operator alike (operator_job.py: what differs between them).
 
-The pipeline's Trainer task runs OperatorExecutor. It creates the job through the Kubernetes API
+The pipeline's Trainer task runs OperatorExecutor. It chooses the operator (choose_operator:
+targets.kubeflow.trainer.operator, and for `auto` what the cluster serves: a Kubeflow Trainer v2 TrainJob
+first, else a Training Operator TFJob) and says which and why. It creates the job through the Kubernetes API
 (kubernetes_client.py), each replica running tfxd's Trainer executor in the pipeline image with this task's
-inputs (tfjob_replica.py), so every replica's planner reads the TF_CONFIG its operator gave it. It then
+inputs (operator_replica.py), so every replica's planner reads the cluster its operator described. It then
 follows the job: a line per state change, a replica that cannot start or fails named with its reason and
 its last log lines, the job deleted when the step fails, times out or is stopped (SIGTERM), and an owner
 reference to the step's pod so that Kubernetes deletes the job with the pod. The job's name is fixed per
 run and task: a retried step takes over its own finished job or replaces an unfinished one, and the
 replicas resume from the BackupAndRestore checkpoint (the same backup folder for the same training).
 
-The TFJob of the Training Operator v1 is tfjob.py.
+The TrainJob of Kubeflow Trainer v2 is trainjob.py, the TFJob of the Training Operator v1 tfjob.py.
 """
 
 from __future__ import annotations
@@ -19,16 +21,20 @@ import os
 import signal
 import time
 from dataclasses import replace
-from typing import Any, ClassVar
+from typing import Any
 
 from absl import logging
+from tfx.components.trainer.component import Trainer as TfxTrainer
+from tfx.dsl.components.base import executor_spec
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
 from tfxd import files
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer.kubernetes_client import Kubernetes, KubernetesError
-from tfxd.components.trainer.operator_job import OperatorJob, replica_args
+from tfxd.components.trainer.operator_job import OperatorJob, job_name, replica_args
+from tfxd.components.trainer.tfjob import TFJob
+from tfxd.components.trainer.trainjob import TrainJob
 from tfxd.trainer_config import OperatorSettings
 
 POLL_SECONDS = 5  # how often the replica pods are looked at while the job runs (a pull error shows there)
@@ -42,32 +48,75 @@ class TrainingJobFailed(RuntimeError):
     """The job failed, timed out or could not be created; says which replica and why."""
 
 
+# targets.kubeflow.trainer.operator -> the job; `auto` takes the first the cluster serves, in this order
+OPERATORS: dict[str, OperatorJob] = {"trainjob": TrainJob(), "tfjob": TFJob()}
+
+
+def choose_operator(wanted: str, served: dict[str, bool]) -> tuple[OperatorJob, str]:
+    """The operator's job to launch, and why: ``wanted`` is the spec's choice, ``served`` which of OPERATORS
+    the cluster serves (API discovery). An operator the cluster lacks fails, naming it and what to install."""
+    if wanted != "auto":
+        job = OPERATORS[wanted]
+        if not served[wanted]:
+            raise TrainingJobFailed(
+                f"targets.kubeflow.trainer.operator is {wanted}, and this cluster does not serve {job.PLURAL} "
+                f"({job.GROUP}/{job.VERSION}): install {job.INSTALL}, or set operator: auto to take the one the "
+                "cluster has")
+        return job, f"targets.kubeflow.trainer.operator: {wanted}"
+    for name, job in OPERATORS.items():
+        if served[name]:
+            others = [f"{o.PLURAL} ({o.GROUP}/{o.VERSION}) {'served too' if served[n] else 'not served'}"
+                      for n, o in OPERATORS.items() if n != name]
+            return job, f"auto: the cluster serves {job.PLURAL} ({job.GROUP}/{job.VERSION}); {'; '.join(others)}"
+    raise TrainingJobFailed(
+        "this cluster serves neither " + " nor ".join(f"{job.PLURAL} ({job.GROUP}/{job.VERSION})"
+                                                      for job in OPERATORS.values())
+        + f": install {OPERATORS['trainjob'].INSTALL} (or {OPERATORS['tfjob'].INSTALL}); see docs/distributed.md, "
+        "Distributed training on Kubeflow")
+
+
 class _Stopped(BaseException):
     """SIGTERM arrived (the run was cancelled, or the pod is being evicted)."""
 
 
 class OperatorExecutor(trainer_executor.Executor):
-    """The Trainer task that launches JOB's replicas and follows them, instead of training itself."""
-
-    JOB: ClassVar[OperatorJob]
+    """The Trainer task that launches an operator's job of replicas and follows it, instead of training
+    itself (compiled files name this class)."""
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         exec_properties, config = self._with_run_facts(input_dict, output_dict, exec_properties)
-        settings, backup_dir = config.operators[self.JOB.SETTINGS_KEY], config.backup_dir or ""
+        settings, backup_dir = config.operator_job, config.backup_dir or ""
+        if settings is None:
+            raise ValueError("the Trainer's custom_config has no operator job settings: compile the spec again "
+                             "with this tfxd")
         replica_properties = {**exec_properties,
-                              standard_component_specs.CUSTOM_CONFIG_KEY: config.for_replicas(self.JOB.SETTINGS_KEY).to_text()}
+                              standard_component_specs.CUSTOM_CONFIG_KEY: config.for_replicas().to_text()}
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
-        kube = Kubernetes(self.JOB, settings.namespace)
+        kube = Kubernetes(settings.namespace)
+        try:
+            job, why = choose_operator(settings.operator, {name: kube.serves(job) for name, job in OPERATORS.items()}
+                                       if settings.operator == "auto" else {settings.operator: kube.serves(
+                                           OPERATORS[settings.operator])})
+        except KubernetesError as exc:
+            raise TrainingJobFailed(str(exc)) from None
+        logging.info("tfxd trainer: launching a %s (%s)", job.KIND, why)
+        kube.use(job)
         settings = replace(settings, service_account=settings.service_account or kube.own_service_account())
-        name = self.JOB.job_name(settings.pipeline, model_uri)
-        body = self.JOB.body(name, kube.namespace, settings,
-                             replica_args(input_dict, output_dict, replica_properties), kube.own_pod())
+        name = job_name(settings.pipeline, model_uri)
+        body = job.body(name, kube.namespace, settings,
+                        replica_args(input_dict, output_dict, replica_properties), kube.own_pod())
         # a retried step meets its first attempt's job and outputs: a succeeded job's model is taken as it is,
         # else the outputs are emptied (a half-saved model) before the new job starts
         Launch(kube, name, settings, backup_dir, lambda: self._model_written(output_dict),
                lambda: files.empty_outputs(output_dict)).run(body)
         self._check_model(output_dict)
         trainer_executor.drop_backup(backup_dir)
+
+
+class OperatorTrainer(TfxTrainer):
+    """tfxd's Trainer, trained by a Kubeflow operator's job (a TrainJob or a TFJob)."""
+
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(OperatorExecutor)
 
 
 class Launch:

@@ -1,6 +1,8 @@
 """The few Kubernetes API calls the Trainer's job launcher (job_launch.py) makes, with the `kubernetes`
-client: the operator's jobs (create, get, watch, delete) in one namespace, and the replica pods (list,
-logs). The RBAC Role that allows exactly these is the operator's (kubeflow/tfjob-rbac.yaml for TFJobs).
+client: which operators' jobs the cluster serves (API discovery, open to every authenticated account),
+the chosen operator's jobs (create, get, watch, delete) in one namespace, and the replica pods (list,
+logs). The RBAC Role that allows exactly these is the operator's (kubeflow/trainjob-rbac.yaml,
+kubeflow/tfjob-rbac.yaml).
 
 Credentials: the pod's own service account inside a cluster (KUBERNETES_SERVICE_HOST is set there),
 else KUBECONFIG / ~/.kube/config. The namespace: the one asked for, else the pod's own (its service
@@ -30,9 +32,12 @@ class KubernetesError(RuntimeError):
 
 
 class Kubernetes:
-    """The API as ``job``'s launcher uses it, in ``namespace`` (default: the pod's own, else the context's)."""
+    """The API as the launcher uses it, in ``namespace`` (default: the pod's own, else the context's); the
+    job calls are the chosen operator's (``use``)."""
 
-    def __init__(self, job: OperatorJob, namespace: str | None = None) -> None:
+    job: OperatorJob
+
+    def __init__(self, namespace: str | None = None) -> None:
         # start-up: the kubernetes client loads only in the Trainer task that launches a job
         from kubernetes import client, config
 
@@ -43,14 +48,37 @@ class Kubernetes:
             else:  # the client reads KUBECONFIG when it is imported: read it now
                 config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         except config.ConfigException as exc:
-            raise KubernetesError(f"no Kubernetes credentials: {exc}. The {job.KIND} Trainer runs in a Kubeflow "
-                                  "pipeline pod (or with KUBECONFIG set)") from None
-        self.job = job
-        self._api = (job.GROUP, job.VERSION)
+            raise KubernetesError(f"no Kubernetes credentials: {exc}. The Trainer that launches an operator's "
+                                  "job runs in a Kubeflow pipeline pod (or with KUBECONFIG set)") from None
         self.own_namespace = _pod_namespace() if in_cluster else _context_namespace(config)
         self.namespace = namespace or self.own_namespace or "default"
         self.custom = client.CustomObjectsApi()
         self.core = client.CoreV1Api()
+
+    def use(self, job: OperatorJob) -> Kubernetes:
+        """The job calls from now on are ``job``'s operator's."""
+        self.job = job
+        self._api = (job.GROUP, job.VERSION)
+        return self
+
+    def serves(self, job: OperatorJob) -> bool:
+        """Whether the cluster serves ``job``'s kind (its group/version lists the resource)."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            found = self.custom.api_client.call_api(
+                f"/apis/{job.GROUP}/{job.VERSION}", "GET", auth_settings=["BearerToken"], response_type="object",
+                _return_http_data_only=True)
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise KubernetesError(f"cannot ask the cluster whether it serves {job.PLURAL} ({job.GROUP}/"
+                                  f"{job.VERSION}): HTTP {exc.status} {exc.reason}: {_message(exc.body)}") from None
+        except (OSError, HTTPError) as exc:
+            raise KubernetesError(f"cannot reach the Kubernetes API to ask whether it serves {job.PLURAL}: "
+                                  f"{exc}") from None
+        return any(resource.get("name") == job.PLURAL for resource in (found or {}).get("resources") or [])
 
     def own_pod(self) -> dict[str, str] | None:
         """The step's pod, the job's owner: only when known and in the job's namespace (an owner

@@ -1,20 +1,16 @@
 """The Trainer as a TFJob (kubeflow.org/v1, the Kubeflow Training Operator v1) on Kubeflow, when
-`targets.kubeflow.trainer` asks for more than one process: the TFJob's side of operator_job.py's
-interface. job_launch.py launches it; the body is tfjob_manifest.py's; its state is read from the
-operator's conditions and replica statuses. The operator writes each replica's TF_CONFIG, which the
-replica's planner reads.
+`targets.kubeflow.trainer` asks for more than one process and the cluster serves TFJobs: the TFJob's
+side of operator_job.py's interface, beside the TrainJob's (trainjob.py). job_launch.py launches it; the
+body is tfjob_manifest.py's; its state is read from the operator's conditions and replica statuses. The
+operator writes each replica's TF_CONFIG, which the replica's planner reads.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tfx.components.trainer.component import Trainer as TfxTrainer
-from tfx.dsl.components.base import executor_spec
-
 from tfxd import keys
 from tfxd.components.trainer import tfjob_manifest as manifest
-from tfxd.components.trainer.job_launch import OperatorExecutor
 from tfxd.components.trainer.operator_job import OperatorJob
 from tfxd.trainer_config import OperatorSettings
 
@@ -29,14 +25,10 @@ class TFJob(OperatorJob):
     OPERATOR: ClassVar[str] = "the Training Operator"
     INSTALL: ClassVar[str] = "the Kubeflow Training Operator"
     RBAC: ClassVar[str] = "kubeflow/tfjob-rbac.yaml"
-    SETTINGS_KEY: ClassVar[str] = keys.TrainerConfig.TFJOB
 
     def body(self, name: str, namespace: str, settings: OperatorSettings, args: list[str],
              owner: dict[str, str] | None) -> dict[str, Any]:
         return manifest.body(name, namespace, settings, args, owner=owner)
-
-    def job_name(self, pipeline: str, model_uri: str) -> str:
-        return manifest.job_name(pipeline, model_uri)
 
     def shape(self, body: dict[str, Any]) -> str:
         return ", ".join(f"{spec['replicas']} {kind}" for kind, spec in body["spec"]["tfReplicaSpecs"].items())
@@ -64,14 +56,3 @@ class TFJob(OperatorJob):
         labels = pod["metadata"].get("labels") or {}
         return f"{labels.get(keys.TFJob.REPLICA_TYPE_LABEL, '?')}-{labels.get(keys.TFJob.REPLICA_INDEX_LABEL, '?')}"
 
-
-class Executor(OperatorExecutor):
-    """The Trainer task that launches a TFJob (compiled files name this class)."""
-
-    JOB: ClassVar[OperatorJob] = TFJob()
-
-
-class TFJobTrainer(TfxTrainer):
-    """tfxd's Trainer, trained by a TFJob of the Kubeflow Training Operator."""
-
-    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(Executor)

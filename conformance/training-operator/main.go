@@ -13,7 +13,7 @@
 // and exits 0; or prints the refusal on stderr and exits 1. The controller reads CUSTOM_CLUSTER_DOMAIN from
 // its own environment, so this program does too.
 //
-// Built by `make conformance` from the versions go.mod pins; never shipped in tfxd's wheel.
+// Built by `make conformance` from the versions ../go.mod pins; never shipped in tfxd's wheel.
 package main
 
 import (

@@ -27,6 +27,7 @@ from tfxd import keys
 DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _JOBS = re.compile(rf"^/apis/{keys.TFJob.GROUP}/{keys.TFJob.VERSION}/namespaces/([^/]+)/{keys.TFJob.PLURAL}(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
+_DISCOVERY = re.compile(r"^/apis/([^/]+)/([^/]+)/?$")
 SPEC_KEYS = {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}
 RUN_POLICY_KEYS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy",
                    "suspend", "ttlSecondsAfterFinished"}
@@ -160,6 +161,15 @@ class KubeApi:
                 self._jobs(handler, method, match.group(1), match.group(2), query, payload)
             elif (match := _PODS.match(url.path)) and method == "GET":
                 self._pods(handler, match.group(1), match.group(2), bool(match.group(3)), query)
+            elif (match := _DISCOVERY.match(url.path)) and method == "GET" and match.groups() == (
+                    keys.TFJob.GROUP, keys.TFJob.VERSION):
+                # API discovery, open to every authenticated account (the system:discovery ClusterRole): a
+                # cluster with the Training Operator lists tfjobs; any group it does not serve is a 404
+                _reply(handler, 200, {"kind": "APIResourceList", "apiVersion": "v1",
+                                      "groupVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}",
+                                      "resources": [{"name": keys.TFJob.PLURAL, "singularName": "tfjob",
+                                                     "namespaced": True, "kind": keys.TFJob.KIND,
+                                                     "verbs": ["create", "delete", "get", "list", "watch"]}]})
             else:
                 raise Invalid(404, "NotFound", f"the server could not find the requested resource ({url.path})")
         except Exception as exc:  # noqa: BLE001 - a server error is an answer, not a dropped connection

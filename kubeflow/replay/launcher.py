@@ -23,7 +23,7 @@ from typing import Any
 from tfx.utils import name_utils
 
 from tfxd.components.trainer import executor as trainer_executor
-from tfxd.components.trainer import tfjob, vertex_job
+from tfxd.components.trainer import job_launch, vertex_job
 from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
 from tfxd.kubeflow.replay.ir import (
@@ -39,6 +39,7 @@ from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
+from tfxd.trainer_config import TrainerCustomConfig
 
 NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
@@ -46,8 +47,8 @@ _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
 _LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.get_full_name(trainer_executor.Executor)}
 # Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
 _PRELOADED = forked_tasks.MODULE
-# The TFJob Trainer runs as it is, against a local Training Operator (training_operator.py).
-_TFJOB_EXECUTOR = name_utils.get_full_name(tfjob.Executor)
+# The operator job's Trainer runs as it is, against a local Training Operator (training_operator.py).
+_OPERATOR_EXECUTOR = name_utils.get_full_name(job_launch.OperatorExecutor)
 REPLAY_NAMESPACE = "tfxd-replay"
 JOB_CREATE_TIME = "{{$.pipeline_job_create_time_utc}}"  # kfp.dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER
 JOB_SCHEDULE_TIME = "{{$.pipeline_job_schedule_time_utc}}"  # kfp.dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER
@@ -156,6 +157,19 @@ class Launcher:
                               f"{self.operator.log_dir})")
         return {**self.operator.environment(REPLAY_NAMESPACE), "KUBERNETES_SERVICE_HOST": ""}
 
+    def cannot_run(self, task: dict[str, Any], executor: dict[str, Any]) -> str | None:
+        """What replay has no stand-in for, said before anything runs: a Trainer that launches a TrainJob."""
+        if _OPERATOR_EXECUTOR not in executor.get("container", {}).get("args", []):
+            return None
+        constant = task.get("inputs", {}).get("parameters", {}).get("custom_config", {}).get(
+            "runtimeValue", {}).get("constant")
+        settings = TrainerCustomConfig.from_json(json.loads(constant)).operator_job if constant else None
+        if settings is not None and settings.operator == "trainjob":
+            return ("its Trainer launches a Kubeflow Trainer v2 TrainJob (targets.kubeflow.trainer.operator: "
+                    "trainjob), and replay has no stand-in for Trainer v2 yet: compile with operator: auto to "
+                    "replay it with a TFJob, as auto takes on a cluster with only the Training Operator")
+        return None
+
     def artifact_name(self, task: str, key: str) -> str:
         return f"{NAME_PREFIX}/{self.pipeline}/{self.replay.run_id}/{task}/{key}"
 
@@ -252,7 +266,7 @@ class Launcher:
                "PYTHONPATH": os.pathsep.join([self.replay.project_dir, *filter(None, [os.environ.get("PYTHONPATH")])])}
         for item in container.get("env", []):
             env[item["name"]] = self.localize(item.get("value", ""))
-        if _TFJOB_EXECUTOR in argv:
+        if _OPERATOR_EXECUTOR in argv:
             env.update(self._training_operator(io, env))
         shown = [arg if len(arg) < 300 else f"<{len(arg)} characters: {input_path}>" for arg in argv]
         with open(io.log, "a", encoding="utf-8") as handle:

@@ -29,7 +29,7 @@ from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import Trainer
-from tfxd.components.trainer.tfjob import TFJob, TFJobTrainer
+from tfxd.components.trainer.job_launch import OperatorTrainer
 from tfxd.components.transform.component import Transform
 from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
@@ -172,8 +172,8 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
 def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start):
     """tfxd's Trainer: in the pipeline's own process (and locally, as a cluster of processes when
     targets.local.trainer asks for one), as a Vertex AI custom job when targets.vertex.trainer asks
-    for several replicas or accelerators, or as a TFJob when targets.kubeflow.trainer asks for several
-    replicas."""
+    for several replicas or accelerators, or as an operator's job (a TrainJob or a TFJob) when
+    targets.kubeflow.trainer asks for several replicas."""
     spec = loaded.spec
     trainer_class: type[Any] = Trainer
     local = spec.targets.local.trainer
@@ -191,9 +191,9 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
                          base_model=warm_start.outputs["model"] if warm_start else None)
 
 
-def _tfjob(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple[type[Any], TrainerCustomConfig]:
+def _operator_job(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple[type[Any], TrainerCustomConfig]:
     settings = operator_settings(loaded.spec.name, loaded.spec.targets.kubeflow)
-    return TFJobTrainer, replace(config, operators={TFJob.SETTINGS_KEY: settings})
+    return OperatorTrainer, replace(config, operator_job=settings)
 
 
 def _vertex_custom_job(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple[type[Any], TrainerCustomConfig]:
@@ -205,7 +205,7 @@ def _vertex_custom_job(loaded: LoadedSpec, config: TrainerCustomConfig) -> tuple
 
 # The Trainer classes that launch its replicas outside the pipeline task, by the launcher a target names
 # (pipeline.spec.targets: TargetSection.trainer_launcher), with what each adds to the custom_config.
-_LAUNCHERS = {keys.TFJOB_LAUNCHER: _tfjob, keys.VERTEX_JOB_LAUNCHER: _vertex_custom_job}
+_LAUNCHERS = {keys.OPERATOR_JOB_LAUNCHER: _operator_job, keys.VERTEX_JOB_LAUNCHER: _vertex_custom_job}
 
 
 def runtime_parameters(spec: Spec) -> dict[str, str]:

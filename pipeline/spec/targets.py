@@ -133,12 +133,19 @@ class ReplicaResources(Section):
 
 
 class KubeflowTrainer(TrainerCluster):
-    """The Trainer as a TFJob (Kubeflow Training Operator) when it asks for more than one process;
-    `workers` and `parameter_servers` mean what they mean for targets.vertex.trainer."""
+    """The Trainer as an operator's job when it asks for more than one process: a Kubeflow Trainer v2
+    TrainJob, or a TFJob of the Training Operator v1; `workers` and `parameter_servers` mean what they
+    mean for targets.vertex.trainer."""
 
+    operator: Literal["auto", "tfjob", "trainjob"] = Field(
+        "auto", description="who runs the replicas: auto asks the cluster at run time and takes a TrainJob "
+        "(Kubeflow Trainer v2) where it is served, else a TFJob (Training Operator v1)")
+    runtime: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=253)] = Field(
+        keys.TrainJob.RUNTIME, description="the ClusterTrainingRuntime a TrainJob references (tfxd's, "
+        "installed with `tfxd kubeflow-manifest trainjob-runtime | kubectl apply -f -`)")
     resources: ReplicaResources = Field(default_factory=ReplicaResources)
     namespace: Annotated[str, Field(pattern=DNS_LABEL)] | None = Field(
-        None, description="where the TFJob runs (default: the pipeline pod's own namespace)")
+        None, description="where the job runs (default: the pipeline pod's own namespace)")
     service_account: Annotated[str, Field(pattern=DNS_SUBDOMAIN, max_length=253)] | None = Field(
         None, description="the replicas' service account (default: the pipeline pod's own, when the job runs "
         "in its namespace)")
@@ -146,11 +153,12 @@ class KubeflowTrainer(TrainerCluster):
         Field(default_factory=dict, description="e.g. {cloud.google.com/gke-accelerator: nvidia-tesla-t4}"))
     tolerations: list[Toleration] = Field(default_factory=list)
     clean_pod_policy: Literal["Running", "All", "None"] = Field(
-        "Running", description="which replica pods the operator deletes when the job ends")
-    timeout: str = Field("24h", pattern=DURATION, description="the longest the TFJob may run, e.g. 90m, 6h")
+        "Running", description="which replica pods the Training Operator deletes when a TFJob ends (a "
+        "TrainJob's end stops its nodes)")
+    timeout: str = Field("24h", pattern=DURATION, description="the longest the job may run, e.g. 90m, 6h")
 
     @property
-    def needs_tfjob(self) -> bool:
+    def needs_operator_job(self) -> bool:
         """One process trains inside the pipeline's Trainer pod itself."""
         return self.workers > 1 or self.parameter_servers > 0
 
@@ -170,7 +178,7 @@ class KubeflowTarget(TargetSection):
         return self.root or (spec_root if spec_root and is_uri(spec_root) else None)
 
     def trainer_launcher(self) -> str | None:
-        return keys.TFJOB_LAUNCHER if self.trainer.needs_tfjob else None
+        return keys.OPERATOR_JOB_LAUNCHER if self.trainer.needs_operator_job else None
 
     def check(self, name: str, problems: Problems) -> None:
         if not re.match(KFP_PIPELINE_NAME, name):
@@ -183,7 +191,7 @@ class KubeflowTarget(TargetSection):
                          "use timezone: UTC and write the cron in UTC")
         requests: list[tuple[tuple[str, ...], Resources]] = [(("resources", component), resources)
                                                              for component, resources in self.resources.items()]
-        if self.trainer.needs_tfjob:
+        if self.trainer.needs_operator_job:
             requests += [(("trainer", "resources", kind), getattr(self.trainer.resources, kind))
                          for kind in ("worker", "ps")]
         for at, resources in requests:
@@ -192,15 +200,17 @@ class KubeflowTarget(TargetSection):
                              "thousandths of a byte", "use Mi or Gi, e.g. 512Mi")
 
     def _check_trainer(self, problems: Problems) -> None:
-        """A TFJob that cannot work, or keys that configure a TFJob which does not run."""
+        """An operator job that cannot work, or keys that configure a job which does not run."""
         trainer, at = self.trainer, ("targets", "kubeflow", "trainer")
-        if not trainer.needs_tfjob:
-            tfjob_keys = sorted(trainer.model_fields_set - {"workers", "parameter_servers"})
-            if tfjob_keys:
-                problems.add((*at, tfjob_keys[0]), f"{', '.join(tfjob_keys)} configure(s) the TFJob, which runs "
-                             "only when the Trainer has more than one worker or parameter servers",
+        if not trainer.needs_operator_job:
+            job_keys = sorted(trainer.model_fields_set - {"workers", "parameter_servers"})
+            if job_keys:
+                problems.add((*at, job_keys[0]), f"{', '.join(job_keys)} configure(s) the operator's job (a "
+                             "TrainJob or a TFJob), which runs only when the Trainer has more than one worker "
+                             "or parameter servers",
                              "for one Trainer pod use targets.kubeflow.resources.Trainer, or set workers: 2 or more")
             return
+        self._check_operator(problems)
         if trainer.resources.ps.gpu:
             problems.add((*at, "resources", "ps", "gpu"), "parameter servers hold variables and compute nothing: "
                          "a GPU there is never used", "put GPUs under resources.worker")
@@ -210,9 +220,26 @@ class KubeflowTarget(TargetSection):
                          "holding their nodes, after the training ends", "use Running (the default) or All")
         launcher = self.resources.get("Trainer")
         if launcher is not None and launcher.gpu:
-            problems.add(("targets", "kubeflow", "resources", "Trainer", "gpu"), "with a TFJob the Trainer task "
-                         "only launches and follows the job: a GPU there is never used",
+            problems.add(("targets", "kubeflow", "resources", "Trainer", "gpu"), "with an operator's job the "
+                         "Trainer task only launches and follows it: a GPU there is never used",
                          "put GPUs under targets.kubeflow.trainer.resources.worker")
+
+    def _check_operator(self, problems: Problems) -> None:
+        """Keys that one operator's job has and the other's cannot honour."""
+        trainer, at = self.trainer, ("targets", "kubeflow", "trainer")
+        if trainer.operator == "tfjob" and "runtime" in trainer.model_fields_set:
+            problems.add((*at, "runtime"), "runtime names the ClusterTrainingRuntime of a TrainJob, and "
+                         "operator: tfjob launches a TFJob", "drop runtime, or use operator: auto or trainjob")
+        if trainer.operator != "trainjob":
+            return
+        if "clean_pod_policy" in trainer.model_fields_set:
+            problems.add((*at, "clean_pod_policy"), "clean_pod_policy is the Training Operator's (a TFJob's); "
+                         "a TrainJob stops its nodes when node 0 (the chief) ends",
+                         "drop clean_pod_policy, or use operator: tfjob")
+        if trainer.parameter_servers and trainer.resources.ps.model_fields_set:
+            problems.add((*at, "resources", "ps"), "Kubeflow Trainer sizes every node of a TrainJob alike "
+                         "(resourcesPerNode): parameter servers get resources.worker, and resources.ps cannot "
+                         "apply", "drop resources.ps, or use operator: tfjob to size them apart")
 
 
 class Accelerator(Section):

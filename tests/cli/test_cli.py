@@ -32,7 +32,7 @@ def test_every_verb_has_help(verb):
 def test_help_lists_only_working_verbs():
     result = run_cli("--help")
     assert set(VERBS) == {"init", "validate", "render", "schema", "run", "plan", "graph", "compile", "submit",
-                          "schedule", "replay"}
+                          "schedule", "replay", "kubeflow-manifest"}
     for verb in VERBS:
         assert verb in result.output
 

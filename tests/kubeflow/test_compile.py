@@ -226,9 +226,10 @@ T = "targets.kubeflow.trainer"
     ((f"{T}.workers=0",), f"{T}.workers", "greater than or equal to 1"),
     ((f"{T}.parameter_servers=1", f"{T}.clean_pod_policy=None"), f"{T}.clean_pod_policy",
      "keep running, and holding their nodes"),
-    ((f"{T}.namespace=team-a",), f"{T}.namespace", "configure(s) the TFJob, which runs only when"),
+    ((f"{T}.namespace=team-a",), f"{T}.namespace",
+     "configure(s) the operator's job (a TrainJob or a TFJob), which runs only when"),
     ((f"{T}.workers=2", "targets.kubeflow.resources.Trainer.gpu=1"), "targets.kubeflow.resources.Trainer.gpu",
-     "only launches and follows the job"),
+     "only launches and follows it"),
     ((f"{T}.workers=2", "training.strategy=mirrored"), "training.strategy", "mirrored trains in one process"),
     ((f"{T}.workers=2", "training.strategy=default"), "training.strategy",
      "default trains in one process, and targets.kubeflow.trainer has 2 chief/worker task(s)"),
@@ -257,10 +258,10 @@ def test_multi_worker_and_parameter_server_trainers_compile_to_a_tfjob_task(make
                            check_files=False)
         pipeline_spec = pipeline_job(loaded, "kubeflow")["pipelineSpec"]
         args = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
-        assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.tfjob.Executor"
+        assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.job_launch.OperatorExecutor"
         config = json.loads(pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"][
             "custom_config"]["runtimeValue"]["constant"])
-        assert config["tfjob"]["workers"] == int(sets[0].split("=")[1]) and config["tfjob"]["timeout_seconds"] == 86400
+        assert config["operator_job"]["workers"] == int(sets[0].split("=")[1]) and config["operator_job"]["timeout_seconds"] == 86400
         assert backend_problems(pipeline_spec) == []
     # one process: the Trainer trains in its own pod
     one = pipeline_job(load_spec(make_spec.path, ["targets.kubeflow.root=gs://b/kfp"], target="kubeflow",

@@ -70,7 +70,7 @@ def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_pat
     pipeline_spec = yaml.safe_load(replayed["compiled"].read_text())
     assert backend_problems(pipeline_spec) == []
     args = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
-    assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.tfjob.Executor"
+    assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.job_launch.OperatorExecutor"
     component = components.load_component_from_file(str(replayed["compiled"]))
     defaults = {name: spec.default for name, spec in component.component_spec.inputs.items()}
 
@@ -88,7 +88,7 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     parameter server: the operator's TF_CONFIG leads the planner to ParameterServer, the model is exported."""
 
     def with_ps(config: dict) -> None:
-        config["tfjob"].update(workers=1, parameter_servers=1)
+        config["operator_job"].update(workers=1, parameter_servers=1)
 
     executor_input = _trainer_task(replayed, tmp_path, with_ps)
     model = tmp_path / "Trainer" / "model"
@@ -131,7 +131,7 @@ def _here(container: dict) -> list[str]:
 def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, cwd: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
-         "--executor_class_path", "tfxd.components.trainer.tfjob.Executor",
+         "--executor_class_path", "tfxd.components.trainer.job_launch.OperatorExecutor",
          "--json_serialized_invocation_args", json.dumps(executor_input)],
         env={**os.environ, **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=cwd,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

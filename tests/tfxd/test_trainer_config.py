@@ -18,7 +18,7 @@ VERTEX_KEYS = {"ai_platform_training_args": {"project": "p", "job_spec": {}}, "a
 
 
 def test_what_is_written_is_read_back(tmp_path):
-    tfjob = TrainerCustomConfig({"training": {}}, None, ("tips",), operators={CONFIG.TFJOB: settings(tmp_path)})
+    tfjob = TrainerCustomConfig({"training": {}}, None, ("tips",), operator_job=settings(tmp_path))
     facts = tfjob.with_run_facts(80, ["2026-11-25"], "/runs/.backup/ab")
     for config in (TrainerCustomConfig({"a": 1}, ProcessCluster(2, 1)), tfjob, facts,
                    TrainerCustomConfig({}, launcher=VERTEX_KEYS)):
@@ -32,9 +32,9 @@ def test_the_keys_are_the_ones_the_replicas_and_tfx_read(tmp_path):
                                 CONFIG.LOCAL_CLUSTER: {"workers": 1, "parameter_servers": 0}, **VERTEX_KEYS}
     facts = config.with_run_facts(None, None, "/b").to_json()  # no split counts, no spans: not written
     assert (facts[CONFIG.BACKUP_DIR], CONFIG.TRAIN_EXAMPLES in facts, CONFIG.SPANS in facts) == ("/b", False, False)
-    tfjob = TrainerCustomConfig({}, operators={CONFIG.TFJOB: settings(tmp_path)})
-    assert tfjob.to_json()[CONFIG.TFJOB]["timeout_seconds"] == 2 * 3600  # the spec says "2h"
-    assert CONFIG.TFJOB not in tfjob.for_replicas(CONFIG.TFJOB).to_json()  # replicas launch nothing
+    tfjob = TrainerCustomConfig({}, operator_job=settings(tmp_path))
+    assert tfjob.to_json()[CONFIG.OPERATOR_JOB]["timeout_seconds"] == 2 * 3600  # the spec says "2h"
+    assert CONFIG.OPERATOR_JOB not in tfjob.for_replicas().to_json()  # replicas launch nothing
 
 
 def test_a_process_cluster_says_whether_it_is_distributed():

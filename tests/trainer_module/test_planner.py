@@ -193,3 +193,47 @@ def test_the_training_operators_tf_config_with_its_addresses_moved_to_loopback()
     two = {"metadata": job["metadata"], "spec": {"tfReplicaSpecs": {"Chief": {"replicas": 1}, "Worker": {"replicas": 1}}}}
     worker = plan({"TF_CONFIG": json.dumps(tf_configs(two)[("Worker", 0)])}, Devices())
     assert (worker.strategy, worker.replicas, worker.is_chief) == ("multi_worker_mirrored", 2, False)
+
+
+def jobset_env(index: int, nodes: int, servers: int = 0, **more: str) -> dict[str, str]:
+    """A TrainJob node's environment on tfxd's runtime (tests/conformance/test_trainer.py checks it against
+    what Trainer v2, JobSet and the Job controller really give a pod)."""
+    return {"TFXD_JOBSET_NAME": "taxi-trainer-1", "TFXD_REPLICATED_JOB": "node", "TFXD_JOB_INDEX": "0",
+            "JOB_COMPLETION_INDEX": str(index), "TFXD_TRAINJOB_NODES": str(nodes),
+            "TFXD_TRAINJOB_PARAMETER_SERVERS": str(servers), **more}
+
+
+@pytest.mark.parametrize(("env", "kind", "index", "strategy", "is_chief"), [
+    (jobset_env(0, 2), "worker", 0, "multi_worker_mirrored", True),  # worker 0 is the chief
+    (jobset_env(1, 2), "worker", 1, "multi_worker_mirrored", False),
+    (jobset_env(0, 4, 1), "chief", 0, "parameter_server", True),  # node 0 coordinates
+    (jobset_env(2, 4, 1), "worker", 1, "parameter_server", False),
+    (jobset_env(3, 4, 1), "ps", 0, "parameter_server", False),
+])
+def test_a_trainjob_nodes_jobset_environment_becomes_tf_config(env, kind, index, strategy, is_chief):
+    cluster = from_environment(env)
+    assert (cluster.task_type, cluster.task_index) == (kind, index)
+    assert cluster.spec["worker"][0].startswith("taxi-trainer-1-node-0-")
+    assert all(address.endswith(".taxi-trainer-1:2222") for addresses in cluster.spec.values() for address in addresses)
+    planned = plan(env, CPU)
+    assert (planned.strategy, planned.is_chief) == (strategy, is_chief)
+
+
+def test_a_trainjobs_addresses_moved_to_loopback_and_tf_config_winning():
+    moved = json.dumps({"taxi-trainer-1-node-0-0.taxi-trainer-1:2222": "localhost:4000",
+                        "taxi-trainer-1-node-0-1.taxi-trainer-1:2222": "localhost:4001"})
+    assert from_environment(jobset_env(1, 2, TFXD_CLUSTER_ADDRESSES=moved)).spec == {
+        "worker": ["localhost:4000", "localhost:4001"]}
+    assert from_environment({**jobset_env(1, 2), **tf_config(TWO_WORKERS, "worker", 0)}).task_index == 0
+
+
+@pytest.mark.parametrize(("env", "needle"), [
+    ({"TFXD_JOBSET_NAME": "j"}, "a TrainJob node needs TFXD_REPLICATED_JOB, TFXD_JOB_INDEX, JOB_COMPLETION_INDEX, "
+     "TFXD_TRAINJOB_NODES in its environment"),
+    (jobset_env(0, 2, TFXD_TRAINJOB_NODES="two"), "a count that is not a number"),
+    (jobset_env(0, 2, 1), "a TrainJob of 2 nodes cannot hold a chief, a worker and 1 parameter servers"),
+    (jobset_env(2, 2), r"task worker:2 is not in the cluster"),
+])
+def test_a_trainjob_environment_that_cannot_be_a_cluster_is_refused(env, needle):
+    with pytest.raises(ClusterError, match=needle):
+        from_environment(env)

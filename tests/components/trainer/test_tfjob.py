@@ -62,7 +62,7 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
                      "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
                      "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                      "containers": [{"name": "tensorflow", "image": "registry.example.com/demo:1.0",
-                                     "command": ["python", "-m", "tfxd.components.trainer.tfjob_replica"],
+                                     "command": ["python", "-m", "tfxd.components.trainer.operator_replica"],
                                      "args": ["ARGS"], "env": [{"name": "PYTHONUNBUFFERED", "value": "1"}],
                                      "resources": resources}]}}}
 
@@ -89,9 +89,9 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
 
 
 def test_job_names_are_dns_labels_fixed_per_run_and_task():
-    name = manifest.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-1/Trainer/model/7")
-    assert name == manifest.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-1/Trainer/model/7/")
-    assert name != manifest.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-2/Trainer/model/7")
+    name = operator_job.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-1/Trainer/model/7")
+    assert name == operator_job.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-1/Trainer/model/7/")
+    assert name != operator_job.job_name("9-Taxi_Tips" * 8, "gs://b/root/run-2/Trainer/model/7")
     assert len(name) <= 47 and name[0].isalpha() and name.startswith("t-9-taxi-tips")
 
 
@@ -149,7 +149,7 @@ def task(tmp_path, monkeypatch):
     model.uri = str(tmp_path / "run-1" / "Trainer" / "model")
     model_run = standard_artifacts.ModelRun()
     model_run.uri = str(tmp_path / "run-1" / "Trainer" / "model_run")
-    config = TrainerCustomConfig({}, operators={keys.TrainerConfig.TFJOB: settings(tmp_path)})
+    config = TrainerCustomConfig({}, operator_job=settings(tmp_path))
     properties = {"custom_config": config.to_text(), "run_fn": "tfxd.trainer_module.run_fn.run_fn"}
     monkeypatch.setattr(job_launch, "POLL_SECONDS", 1)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
@@ -158,7 +158,7 @@ def task(tmp_path, monkeypatch):
 
     def run(api: KubeApi) -> None:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
-        tfjob.Executor().Do({"examples": [examples], "transform_graph": [graph]},
+        job_launch.OperatorExecutor().Do({"examples": [examples], "transform_graph": [graph]},
                             {"model": [model], "model_run": [model_run]}, properties)
 
     run.model_uri = model.uri
@@ -192,11 +192,11 @@ def test_success_follows_the_job_to_its_end(task, caplog):
     with serve(script) as api:
         task(api)
     job = script.jobs[0]
-    assert job["metadata"]["name"] == manifest.job_name("demo", task.model_uri)
+    assert job["metadata"]["name"] == operator_job.job_name("demo", task.model_uri)
     assert job["metadata"]["ownerReferences"][0] == {"apiVersion": "v1", "kind": "Pod", "name": "demo-trainer-pod",
                                                       "uid": "uid-1"}
     replica = operator_job.decode(job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["args"][0])
-    assert keys.TrainerConfig.TFJOB not in json.loads(replica["exec_properties"]["custom_config"])  # replicas train
+    assert keys.TrainerConfig.OPERATOR_JOB not in json.loads(replica["exec_properties"]["custom_config"])  # replicas train
     assert keys.TrainerConfig.BACKUP_DIR in json.loads(replica["exec_properties"]["custom_config"])
     text = caplog.text
     assert f"created TFJob {NAMESPACE}/{job['metadata']['name']} (1 Chief, 2 Worker, 1 PS)" in text
@@ -251,8 +251,8 @@ def test_the_operators_deadline_and_the_steps_own(task, monkeypatch):
     # an operator that never ends the job: the step stops it past the deadline and its grace
     monkeypatch.setattr(job_launch, "GRACE_SECONDS", 0)
     config = trainer_config.of(task.artifacts[2])
-    quick = replace(config.operators[keys.TrainerConfig.TFJOB], timeout="2s", timeout_seconds=2)
-    task.artifacts[2]["custom_config"] = replace(config, operators={keys.TrainerConfig.TFJOB: quick}).to_text()
+    quick = replace(config.operator_job, timeout="2s", timeout_seconds=2)
+    task.artifacts[2]["custom_config"] = replace(config, operator_job=quick).to_text()
     with serve(Script([(0.2, pods(ALL_RUNNING))])) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
     assert "did not finish within 2s (targets.kubeflow.trainer.timeout)" in str(failure.value)
@@ -264,7 +264,7 @@ def test_a_retried_step_takes_over_or_replaces_its_own_job(task, caplog, tmp_pat
     # the first attempt's job still runs (its pod was evicted): the retry replaces it under the same name
     script = Script([(0.2, pods(ALL_RUNNING))])
     with serve(script) as api:
-        name = manifest.job_name("demo", task.model_uri)
+        name = operator_job.job_name("demo", task.model_uri)
         body = manifest.body(name, NAMESPACE, settings(tmp_path), ["OLD"])
         api.controller = None
         api.jobs[(NAMESPACE, name)] = {**body, "status": {"conditions": [
@@ -291,9 +291,9 @@ def test_a_stopped_step_deletes_its_job(task, tmp_path):
 
     payload = json.dumps({"inputs": artifact_utils.jsonify_artifact_dict(inputs),
                           "outputs": artifact_utils.jsonify_artifact_dict(outputs), "exec_properties": properties})
-    code = ("import json, sys\nfrom absl import logging\nlogging.set_verbosity(logging.INFO)\nfrom tfx.types import artifact_utils\nfrom tfxd.components.trainer import tfjob\n"
+    code = ("import json, sys\nfrom absl import logging\nlogging.set_verbosity(logging.INFO)\nfrom tfx.types import artifact_utils\nfrom tfxd.components.trainer import job_launch\n"
             "p = json.loads(sys.stdin.read())\n"
-            "tfjob.Executor().Do(artifact_utils.parse_artifact_dict(p['inputs']), "
+            "job_launch.OperatorExecutor().Do(artifact_utils.parse_artifact_dict(p['inputs']), "
             "artifact_utils.parse_artifact_dict(p['outputs']), p['exec_properties'])\n")
     with serve(Script([(0.2, pods(ALL_RUNNING))])) as api:
         env = {**os.environ, "KUBECONFIG": api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE)}
@@ -358,8 +358,8 @@ def test_replicas_default_to_the_pipeline_pods_service_account(tmp_path, monkeyp
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with KubeApi() as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
-        assert kubernetes_client.Kubernetes(tfjob.TFJob()).own_service_account() == "pipeline-runner"
-        assert kubernetes_client.Kubernetes(tfjob.TFJob(), "other-team").own_service_account() is None
+        assert kubernetes_client.Kubernetes().use(tfjob.TFJob()).own_service_account() == "pipeline-runner"
+        assert kubernetes_client.Kubernetes("other-team").use(tfjob.TFJob()).own_service_account() is None
 
 
 def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
@@ -377,7 +377,7 @@ def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     with KubeApi() as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
-        kube = kubernetes_client.Kubernetes(tfjob.TFJob())
+        kube = kubernetes_client.Kubernetes().use(tfjob.TFJob())
     rbac = kube._explain("create", answer(403, "Forbidden", 'tfjobs.kubeflow.org is forbidden: User '
                          '"system:serviceaccount:kubeflow:pipeline-runner" cannot create resource "tfjobs"'))
     assert "may not create tfjobs in namespace team-a (HTTP 403): apply kubeflow/tfjob-rbac.yaml" in rbac

@@ -1,0 +1,127 @@
+"""tfxd's TensorFlow runtime (kubeflow/trainjob-runtime.yaml) and every TrainJob tfxd builds, judged by
+Kubeflow Trainer v2's own code and JobSet's (v2.3.0 and v0.12.0, run by build/conformance/trainer,
+conformance/trainer/): both CRDs' schemas as the API server applies them (with their CEL rules), Trainer's
+webhooks, Trainer's controller building the JobSet from the TrainJob and the runtime, JobSet's webhooks and
+controller, and the pods the Job controller makes of it. Each node's TF_CONFIG is derived from the
+environment the real code gives that pod (trainer_module/cluster.py), names the hosts JobSet gives the
+nodes, and plans MultiWorkerMirrored or ParameterServer. Negative cases show the real code refusing: a
+runtime reference that names no runtime, an unknown field, a runtime without the trainer's container."""
+
+from __future__ import annotations
+
+import copy
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.components.trainer.test_trainjob import NAMESPACE, OWNER, loaded, settings
+from tests.conftest import REPO
+from tfxd import keys
+from tfxd.components.trainer import trainjob
+from tfxd.pipeline.spec.errors import SpecError
+from tfxd.trainer_module.cluster import from_environment
+from tfxd.trainer_module.planner import Devices, plan
+
+JUDGE = REPO / "build" / "conformance" / "trainer"
+RUNTIME = REPO / "kubeflow" / "trainjob-runtime.yaml"
+
+
+def judged(body: dict[str, Any], tmp_path: Path, runtime: Path = RUNTIME) -> subprocess.CompletedProcess:
+    """The judge's answer for ``body`` on ``runtime`` (both as a user would kubectl apply them)."""
+    assert JUDGE.is_file(), f"{JUDGE} is missing: `make conformance` builds it (make test does)"
+    path = tmp_path / f"{body['metadata']['name']}.yaml"
+    path.write_text(yaml.safe_dump(body))
+    return subprocess.run([str(JUDGE), str(runtime), str(path)], capture_output=True, text=True, timeout=60)
+
+
+def accepted(body: dict[str, Any], tmp_path: Path) -> dict[str, Any]:
+    result = judged(body, tmp_path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def refusal(body: dict[str, Any], tmp_path: Path, runtime: Path = RUNTIME) -> str:
+    result = judged(body, tmp_path, runtime)
+    assert result.returncode == 1 and not result.stdout, result.stdout + result.stderr
+    return result.stderr
+
+
+def environment(pod: dict[str, Any]) -> dict[str, str]:
+    """The node container's environment as the kubelet gives it (the downward API's values resolved)."""
+    [container] = [c for c in pod["containers"] if c["name"] == keys.TrainJob.CONTAINER]
+    return {env["name"]: env["value"] if "value" in env else env["resolved"] for env in container["env"]}
+
+
+CASES = {  # MultiWorkerMirrored over 2 workers; ParameterServer with a chief, 2 workers and 1 ps
+    "two-workers": ({"parameter_servers": 0}, ["worker:0", "worker:1"], "multi_worker_mirrored"),
+    "two-workers-one-ps": ({"parameter_servers": 1}, ["chief:0", "worker:0", "worker:1", "ps:0"], "parameter_server"),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_real_code_makes_the_nodes_each_derives_its_tf_config_from(case, tmp_path):
+    trainer, roles, strategy = CASES[case]
+    body = trainjob.body(f"taxi-trainer-{case}", NAMESPACE, settings(tmp_path, **trainer), ["--args"], owner=OWNER)
+    real = accepted(body, tmp_path)
+    [job] = real["jobSet"]["replicatedJobs"]
+    assert (job["name"], job["parallelism"], job["completions"], job["completionMode"]) == (
+        "node", len(roles), len(roles), "Indexed")
+    assert job["backoffLimit"] == 0 and job["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert real["jobSet"]["subdomain"] == real["jobSet"]["headlessService"] == body["metadata"]["name"]
+    pods = sorted(real["pods"], key=lambda pod: pod["podIndex"])
+    clusters = [from_environment(environment(pod)) for pod in pods]
+    assert [f"{c.task_type}:{c.task_index}" for c in clusters] == roles
+    hosts = [address.rsplit(":", 1)[0] for kind in ("chief", "worker", "ps") for address in
+             clusters[0].spec.get(kind, [])]
+    assert hosts == [pod["fqdn"] for pod in pods]  # the names JobSet gives the nodes, in node order
+    assert all(c.spec == clusters[0].spec for c in clusters)
+    for pod in pods:  # what tfxd asked of every node, as the real code built it
+        [container] = pod["containers"]
+        assert container["image"] == "registry.example.com/demo:1.0" and container["args"] == ["--args"]
+        assert container["command"] == ["python", "-m", "tfxd.components.trainer.operator_replica"]
+        assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+        assert (pod["serviceAccountName"], pod["restartPolicy"], pod["terminationGracePeriodSeconds"]) == (
+            "trainer", "Never", 30)
+        assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
+        assert pod["annotations"]["sidecar.istio.io/inject"] == "false"
+    chief = plan(environment(pods[0]), Devices())
+    assert (chief.strategy, chief.is_chief, chief.replicas) == (strategy, True, 2)
+    assert not plan(environment(pods[1]), Devices()).is_chief
+
+
+def test_the_real_code_refuses_a_missing_runtime_an_unknown_field_and_a_runtime_without_the_node(tmp_path):
+    good = trainjob.body("taxi-trainer-1", NAMESPACE, settings(tmp_path), ["A"])
+    accepted(good, tmp_path)
+
+    elsewhere = copy.deepcopy(good)
+    elsewhere["spec"]["runtimeRef"]["name"] = "torch-distributed"
+    said = refusal(elsewhere, tmp_path)
+    assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request' in said
+    assert '"torch-distributed" not found: specified clusterTrainingRuntime must be created before' in said
+
+    unknown = copy.deepcopy(good)
+    unknown["spec"]["trainer"]["numNode"] = 2
+    assert 'unknown field "spec.trainer.numNode"' in refusal(unknown, tmp_path)
+
+    runtime = yaml.safe_load(RUNTIME.read_text())
+    runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
+        "containers"][0]["name"] = "tensorflow"
+    renamed = tmp_path / "renamed-runtime.yaml"
+    renamed.write_text(yaml.safe_dump(runtime))
+    said = refusal(good, tmp_path, renamed)
+    assert "must contain the required container for the ancestor: trainer" in said
+
+
+def test_zero_nodes_pass_trainer_v2_3_so_tfxd_refuses_them_itself(tmp_path):
+    """Trainer v2.3.0 has no minimum on numNodes (kubeflow/trainer #3805, fixed after it): a TrainJob of
+    zero nodes is accepted and makes no pod, a training that never starts. tfxd's spec refuses it."""
+    empty = trainjob.body("taxi-trainer-0", NAMESPACE, settings(tmp_path), ["A"])
+    empty["spec"]["trainer"]["numNodes"] = 0
+    real = accepted(empty, tmp_path)
+    assert real["pods"] == [] and real["jobSet"]["replicatedJobs"][0]["parallelism"] == 0
+    with pytest.raises(SpecError, match="targets.kubeflow.trainer.workers"):
+        loaded(tmp_path, {"operator": "trainjob", "workers": 0})
