@@ -1,14 +1,12 @@
-"""A loopback Kubernetes API server speaking the part of the API a TFJob launcher uses: tfjobs
-(kubeflow.org/v1: create, get, list, watch, delete) and pods (list by label, logs), in namespaces.
+"""A loopback Kubernetes API server speaking the part of the API the Trainer's job launcher uses: the jobs
+of the operators it serves (JobKind: tfjobs of kubeflow.org/v1, trainjobs of trainer.kubeflow.org/v1alpha1;
+create, get, list, watch, delete), API discovery of them, and pods (list by label, logs), in namespaces.
 
-It refuses what a cluster with the Training Operator refuses, so that what passes here passes there:
-a request without the bearer token (401), a TFJob body with a field the CRD does not have (the real
-server would drop it silently, and the setting with it), a pod template that is not a PodTemplateSpec
-(checked field by field against the kubernetes client's own models), what the operator's admission
-webhook denies (training-operator v1.9, pkg/webhooks/tensorflow/tfjob_webhook.go: a DNS-1035 name, a
-container named `tensorflow` with an image in every replica, at most one chief), an owner reference
-without uid, and a name that exists (409). A controller (training_operator.py, or a test's) is told
-of each TFJob created and deleted, and sets the pods and the job's status through this object.
+It refuses what a cluster with those operators refuses, so that what passes here passes there: a request
+without the bearer token (401), a namespace in the body other than the request's, a name that exists
+(409), and what each kind's admission refuses (its JobKind.validate: training_operator.py for a TFJob,
+trainer_v2.py for a TrainJob). A controller (training_operator.py, trainer_v2.py, or a test's) is told of
+each job created and deleted, and sets the pods and the job's status through this object.
 """
 
 from __future__ import annotations
@@ -18,21 +16,16 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from tfxd import keys
-
 DNS_1035 = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_JOBS = re.compile(rf"^/apis/{keys.TFJob.GROUP}/{keys.TFJob.VERSION}/namespaces/([^/]+)/{keys.TFJob.PLURAL}(?:/([^/]+))?$")
+_JOBS = re.compile(r"^/apis/([^/]+)/([^/]+)/namespaces/([^/]+)/([^/]+)(?:/([^/]+))?$")
 _PODS = re.compile(r"^/api/v1/namespaces/([^/]+)/pods(?:/([^/]+)(/log)?)?$")
 _DISCOVERY = re.compile(r"^/apis/([^/]+)/([^/]+)/?$")
-SPEC_KEYS = {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}
-RUN_POLICY_KEYS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy",
-                   "suspend", "ttlSecondsAfterFinished"}
-REPLICA_KEYS = {"replicas", "restartPolicy", "template"}
-ENUMS = {"cleanPodPolicy": {"All", "Running", "None"}, "restartPolicy": {"Always", "OnFailure", "Never", "ExitCode"}}
 
 
 class Invalid(Exception):
@@ -41,16 +34,47 @@ class Invalid(Exception):
         self.code, self.reason, self.message = code, reason, message
 
 
-class KubeApi:
-    """The server and its objects. ``controller`` has created(job) and deleted(job)."""
+@dataclass(frozen=True)
+class JobKind:
+    """An operator's job as this API serves it: its names, the label its controller puts on the job's pods
+    (with the job's name), and what the API server and the operator's webhooks refuse of a new one
+    (``validate(body, namespace)`` raises Invalid)."""
 
-    def __init__(self, controller=None, token: str | None = None) -> None:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    pod_label: str
+    validate: Callable[[dict[str, Any], str], None]
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+
+@dataclass(frozen=True)
+class Replica:
+    """A pod of an operator's job, as a local controller (local_operators.py) runs it: a process."""
+
+    id: tuple[str, int]  # (replica type, index) for a TFJob, ("node", index) for a TrainJob
+    pod: str  # its pod's name, and its log's
+    container: dict[str, Any]  # the container that trains (its command and args run)
+    env: dict[str, str]  # what the cluster gives that container: its own env and the operator's
+    addresses: tuple[str, ...]  # every replica's cluster address, each mapped to a loopback port here
+
+
+class KubeApi:
+    """The server and its objects, serving the jobs of ``kinds``. ``controller`` has created(job) and
+    deleted(job)."""
+
+    def __init__(self, kinds: tuple[JobKind, ...], controller=None, token: str | None = None) -> None:
+        self.kinds = {(kind.group, kind.version, kind.plural): kind for kind in kinds}
         self.controller = controller
         self.token = token or uuid.uuid4().hex
         self.jobs: dict[tuple[str, str], dict[str, Any]] = {}
         self.pods: dict[tuple[str, str], dict[str, Any]] = {}
         self.logs: dict[tuple[str, str], str] = {}  # (namespace, pod) -> a log file's path
-        self.events: list[tuple[int, str, dict[str, Any]]] = []  # (resource version, type, tfjob)
+        self.events: list[tuple[int, str, dict[str, Any]]] = []  # (resource version, type, job)
         self.requests: list[tuple[str, str, str]] = []  # (verb, resource, namespace), for the RBAC check
         self.lock = threading.Condition()
         self.version = 1
@@ -118,17 +142,19 @@ class KubeApi:
     def remove_pods(self, namespace: str, job: str, only: set[str] | None = None) -> None:
         """Delete the job's pods (those in phases ``only``, if given)."""
         with self.lock:
+            label = self._pod_label(namespace, job)
             for key, pod in list(self.pods.items()):
                 labels = pod["metadata"].get("labels", {})
-                if key[0] == namespace and labels.get(keys.TFJob.JOB_NAME_LABEL) == job and (
+                if key[0] == namespace and labels.get(label) == job and (
                         only is None or pod.get("status", {}).get("phase") in only):
                     del self.pods[key]
             self.lock.notify_all()
 
     def job_pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         with self.lock:
+            label = self._pod_label(namespace, job)
             return [json.loads(json.dumps(pod)) for (ns, _), pod in self.pods.items() if ns == namespace
-                    and pod["metadata"].get("labels", {}).get(keys.TFJob.JOB_NAME_LABEL) == job]
+                    and pod["metadata"].get("labels", {}).get(label) == job]
 
     def finish_delete(self, namespace: str, name: str) -> None:
         """The controller has stopped the job's pods: a foreground deletion completes."""
@@ -142,10 +168,18 @@ class KubeApi:
 
     # the HTTP side
 
+    def _kind_of(self, job: dict[str, Any]) -> JobKind | None:
+        return next((kind for kind in self.kinds.values() if (kind.api_version, kind.kind) == (
+            job.get("apiVersion"), job.get("kind"))), None)
+
+    def _pod_label(self, namespace: str, job: str) -> str | None:
+        kind = self._kind_of(self.jobs.get((namespace, job)) or {})
+        return kind.pod_label if kind else None
+
     def _touch(self, obj: dict[str, Any], kind: str = "MODIFIED") -> None:
         self.version += 1
         obj["metadata"]["resourceVersion"] = str(self.version)
-        if obj.get("kind") == keys.TFJob.KIND:
+        if self._kind_of(obj) is not None:
             self.events.append((self.version, kind, json.loads(json.dumps(obj))))
         self.lock.notify_all()
 
@@ -157,19 +191,21 @@ class KubeApi:
         try:
             if handler.headers.get("Authorization") != f"Bearer {self.token}":
                 raise Invalid(401, "Unauthorized", "Unauthorized")
-            if match := _JOBS.match(url.path):
-                self._jobs(handler, method, match.group(1), match.group(2), query, payload)
+            if (match := _JOBS.match(url.path)) and (kind := self.kinds.get(
+                    (match.group(1), match.group(2), match.group(4)))):
+                self._jobs(handler, method, kind, match.group(3), match.group(5), query, payload)
             elif (match := _PODS.match(url.path)) and method == "GET":
                 self._pods(handler, match.group(1), match.group(2), bool(match.group(3)), query)
-            elif (match := _DISCOVERY.match(url.path)) and method == "GET" and match.groups() == (
-                    keys.TFJob.GROUP, keys.TFJob.VERSION):
-                # API discovery, open to every authenticated account (the system:discovery ClusterRole): a
-                # cluster with the Training Operator lists tfjobs; any group it does not serve is a 404
+            elif (match := _DISCOVERY.match(url.path)) and method == "GET" and (listed := [
+                    kind for kind in self.kinds.values() if (kind.group, kind.version) == match.groups()]):
+                # API discovery, open to every authenticated account (the system:discovery ClusterRole): the
+                # kinds a group/version serves; any group the cluster does not serve is a 404
                 _reply(handler, 200, {"kind": "APIResourceList", "apiVersion": "v1",
-                                      "groupVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}",
-                                      "resources": [{"name": keys.TFJob.PLURAL, "singularName": "tfjob",
-                                                     "namespaced": True, "kind": keys.TFJob.KIND,
-                                                     "verbs": ["create", "delete", "get", "list", "watch"]}]})
+                                      "groupVersion": listed[0].api_version,
+                                      "resources": [{"name": kind.plural, "singularName": kind.kind.lower(),
+                                                     "namespaced": True, "kind": kind.kind,
+                                                     "verbs": ["create", "delete", "get", "list", "watch"]}
+                                                    for kind in listed]})
             else:
                 raise Invalid(404, "NotFound", f"the server could not find the requested resource ({url.path})")
         except Exception as exc:  # noqa: BLE001 - a server error is an answer, not a dropped connection
@@ -178,18 +214,23 @@ class KubeApi:
             _reply(handler, exc.code, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
                                        "message": exc.message, "reason": exc.reason, "code": exc.code})
 
-    def _jobs(self, handler, method: str, namespace: str, name: str | None, query: dict[str, str],
+    def _jobs(self, handler, method: str, kind: JobKind, namespace: str, name: str | None, query: dict[str, str],
               payload: bytes) -> None:
         verb = {"POST": "create", "DELETE": "delete"}.get(method) or (
             "get" if name else "watch" if query.get("watch", "").lower() == "true" else "list")
-        self.requests.append((verb, keys.TFJob.PLURAL, namespace))
+        self.requests.append((verb, kind.plural, namespace))
         if verb == "create":
             body = json.loads(payload or b"{}")
-            _validate(body, namespace)
+            if (body.get("apiVersion"), body.get("kind")) != (kind.api_version, kind.kind):
+                raise Invalid(400, "BadRequest", f"the object is not a {kind.api_version} {kind.kind}")
+            if (body.get("metadata") or {}).get("namespace", namespace) != namespace:
+                raise Invalid(400, "BadRequest", "the namespace of the provided object does not match the namespace "
+                              "sent on the request")
+            kind.validate(body, namespace)
             with self.lock:
                 key = (namespace, body["metadata"]["name"])
                 if key in self.jobs:
-                    raise Invalid(409, "AlreadyExists", f'tfjobs.{keys.TFJob.GROUP} "{key[1]}" already exists')
+                    raise Invalid(409, "AlreadyExists", f'{kind.plural}.{kind.group} "{key[1]}" already exists')
                 body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
                 body["status"] = {}
                 self.jobs[key] = body
@@ -199,13 +240,13 @@ class KubeApi:
                 self.controller.created(created)
             _reply(handler, 201, created)
         elif verb == "get" and name:
-            _reply(handler, 200, self._job(namespace, name))
+            _reply(handler, 200, self._job(kind, namespace, name))
         elif verb == "delete":
             if not name:  # the cluster's deletecollection: the launcher never asks it, and this stand-in has none
-                raise Invalid(405, "MethodNotAllowed", "this stand-in deletes one TFJob by name, not a collection")
+                raise Invalid(405, "MethodNotAllowed", "this stand-in deletes one job by name, not a collection")
             options = json.loads(payload or b"{}")
             with self.lock:
-                job = self._job(namespace, name)
+                job = self._job(kind, namespace, name)
                 stored = self.jobs[(namespace, name)]
                 stored["metadata"]["deletionTimestamp"] = now()
                 if options.get("propagationPolicy") == "Foreground":
@@ -217,22 +258,23 @@ class KubeApi:
                 self.finish_delete(namespace, name)
             _reply(handler, 200, job)
         elif verb == "watch":
-            self._watch(handler, namespace, query)
+            self._watch(handler, kind, namespace, query)
         else:
             selected = _selected(query.get("fieldSelector"))
             with self.lock:
-                items = [job for (ns, n), job in self.jobs.items() if ns == namespace and selected in (None, n)]
-                _reply(handler, 200, {"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}", "kind": "TFJobList",
+                items = [job for (ns, n), job in self.jobs.items() if ns == namespace and selected in (None, n)
+                         and self._kind_of(job) == kind]
+                _reply(handler, 200, {"apiVersion": kind.api_version, "kind": f"{kind.kind}List",
                                       "metadata": {"resourceVersion": str(self.version)}, "items": items})
 
-    def _job(self, namespace: str, name: str) -> dict[str, Any]:
+    def _job(self, kind: JobKind, namespace: str, name: str) -> dict[str, Any]:
         with self.lock:
             job = self.jobs.get((namespace, name))
-            if job is None:
-                raise Invalid(404, "NotFound", f'tfjobs.{keys.TFJob.GROUP} "{name}" not found')
+            if job is None or self._kind_of(job) != kind:
+                raise Invalid(404, "NotFound", f'{kind.plural}.{kind.group} "{name}" not found')
             return json.loads(json.dumps(job))
 
-    def _watch(self, handler, namespace: str, query: dict[str, str]) -> None:
+    def _watch(self, handler, kind: JobKind, namespace: str, query: dict[str, str]) -> None:
         """Events after resourceVersion, one JSON line each, until timeoutSeconds."""
         name = _selected(query.get("fieldSelector"))
         since = int(query.get("resourceVersion") or 0)
@@ -244,13 +286,13 @@ class KubeApi:
         try:
             while time.monotonic() < deadline:
                 with self.lock:
-                    fresh = [(v, kind, obj) for v, kind, obj in self.events if v > since and
-                             obj["metadata"]["namespace"] == namespace and name in (None, obj["metadata"]["name"])]
+                    fresh = [(v, event, obj) for v, event, obj in self.events if v > since and self._kind_of(obj) == kind
+                             and obj["metadata"]["namespace"] == namespace and name in (None, obj["metadata"]["name"])]
                     if not fresh:
                         self.lock.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
                         continue
-                for version, kind, obj in fresh:
-                    _chunk(handler, json.dumps({"type": kind, "object": obj}).encode() + b"\n")
+                for version, event, obj in fresh:
+                    _chunk(handler, json.dumps({"type": event, "object": obj}).encode() + b"\n")
                     since = version
             _chunk(handler, b"")
         except (BrokenPipeError, ConnectionResetError):
@@ -277,61 +319,6 @@ class KubeApi:
         if query.get("tailLines"):
             text = "".join(text.splitlines(keepends=True)[-int(query["tailLines"]):])
         _reply(handler, 200, text.encode(), "text/plain")
-
-
-def _validate(body: dict[str, Any], namespace: str) -> None:
-    """The CRD's schema (its fields), the API server's metadata rules and the operator's webhook."""
-    problems: list[str] = []
-    metadata, spec = body.get("metadata") or {}, body.get("spec") or {}
-    if body.get("apiVersion") != f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}" or body.get("kind") != keys.TFJob.KIND:
-        problems.append(f"apiVersion/kind must be {keys.TFJob.GROUP}/{keys.TFJob.VERSION} {keys.TFJob.KIND}")
-    if metadata.get("namespace", namespace) != namespace:
-        raise Invalid(400, "BadRequest", "the namespace of the provided object does not match the namespace sent "
-                      "on the request")
-    for owner in metadata.get("ownerReferences") or []:
-        for key in ("apiVersion", "kind", "name", "uid"):
-            if not owner.get(key):
-                problems.append(f"metadata.ownerReferences.{key}: Invalid value: \"\": {key} must not be empty")
-    problems += [f"spec.{k}: field not declared in schema" for k in set(spec) - SPEC_KEYS]
-    run_policy = spec.get("runPolicy") or {}
-    problems += [f"spec.runPolicy.{k}: field not declared in schema" for k in set(run_policy) - RUN_POLICY_KEYS]
-    if run_policy.get("cleanPodPolicy", "None") not in ENUMS["cleanPodPolicy"]:
-        problems.append(f"spec.runPolicy.cleanPodPolicy: Unsupported value: {run_policy['cleanPodPolicy']!r}")
-    replicas = spec.get("tfReplicaSpecs")
-    if not replicas:
-        problems.append("spec.tfReplicaSpecs: Required value: must be required")
-    for kind, replica in (replicas or {}).items():
-        at = f"spec.tfReplicaSpecs[{kind}]"
-        problems += [f"{at}.{k}: field not declared in schema" for k in set(replica) - REPLICA_KEYS]
-        if replica.get("restartPolicy", "Never") not in ENUMS["restartPolicy"]:
-            problems.append(f"{at}.restartPolicy: Unsupported value: {replica['restartPolicy']!r}")
-        problems += [f"{at}.template{p}" for p in model_problems(replica.get("template") or {}, "V1PodTemplateSpec")]
-    if problems:
-        raise Invalid(422, "Invalid", f"TFJob.{keys.TFJob.GROUP} \"{metadata.get('name')}\" is invalid: "
-                      + "; ".join(problems))
-    denied = webhook_problems(body)
-    if denied:
-        raise Invalid(403, "Forbidden", 'admission webhook "validator.tfjob.training-operator.kubeflow.org" denied '
-                      "the request: " + "; ".join(denied))
-
-
-def webhook_problems(body: dict[str, Any]) -> list[str]:
-    name = body.get("metadata", {}).get("name") or ""
-    problems = [] if re.match(DNS_1035, name) and len(name) <= 63 else [
-        f"metadata.name: Invalid value: {name!r}: should match a DNS-1035 label"]
-    chiefs = 0
-    for kind, replica in (body.get("spec", {}).get("tfReplicaSpecs") or {}).items():
-        containers = replica.get("template", {}).get("spec", {}).get("containers") or []
-        at = f"spec.tfReplicaSpecs[{kind}].template.spec.containers"
-        if not containers:
-            problems.append(f"{at}: Required value: must be specified")
-        problems += [f"{at}[{i}].image: Required value" for i, c in enumerate(containers) if not c.get("image")]
-        if keys.TFJob.CONTAINER not in [c.get("name") for c in containers]:
-            problems.append(f"{at}: Required value: must have at least one container with name {keys.TFJob.CONTAINER}")
-        chiefs += kind in ("Chief", "Master")
-    if chiefs > 1:
-        problems.append("spec.tfReplicaSpecs: Forbidden: must not have more than 1 Chief or Master role")
-    return problems
 
 
 def model_problems(value: Any, model: str) -> list[str]:

@@ -35,11 +35,10 @@ from tfxd.kubeflow.replay.ir import (
     substitute,
     title,
 )
-from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
+from tfxd.kubeflow.replay.local_operators import LocalOperators
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
-from tfxd.trainer_config import TrainerCustomConfig
 
 NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
@@ -47,7 +46,7 @@ _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
 _LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.get_full_name(trainer_executor.Executor)}
 # Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
 _PRELOADED = forked_tasks.MODULE
-# The operator job's Trainer runs as it is, against a local Training Operator (training_operator.py).
+# The operator job's Trainer runs as it is, against local operators (local_operators.py).
 _OPERATOR_EXECUTOR = name_utils.get_full_name(job_launch.OperatorExecutor)
 REPLAY_NAMESPACE = "tfxd-replay"
 JOB_CREATE_TIME = "{{$.pipeline_job_create_time_utc}}"  # kfp.dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER
@@ -129,11 +128,11 @@ class Launcher:
         self.localize = localize
         self.index = index
         self.notes: list[str] = []
-        self.operator: LocalTrainingOperator | None = None
+        self.operator: LocalOperators | None = None
         self.preloaded: forked_tasks.Preloaded | None = None
 
     def close(self) -> None:
-        """Stop what the replay started beside the tasks (the local Training Operator, the preloader)."""
+        """Stop what the replay started beside the tasks (the local operators, the preloader)."""
         if self.operator is not None:
             self.operator.__exit__()
             self.operator = None
@@ -142,33 +141,21 @@ class Launcher:
             self.preloaded = None
 
     def _training_operator(self, io: TaskIO, env: dict[str, str]) -> dict[str, str]:
-        """The environment of a task whose Trainer launches a TFJob: the local operator's API as its
-        cluster. The replicas run the replica container's command as this replay runs a task's."""
+        """The environment of a task whose Trainer launches an operator's job: the local operators' API as
+        its cluster. The replicas run the replica container's command as this replay runs a task's."""
         if self.operator is None:
             def argv_for(container: dict[str, Any]) -> list[str]:
                 return this_python([self.localize(part) for part in
                                     [*container.get("command", []), *container.get("args", [])]])
 
-            self.operator = LocalTrainingOperator(os.path.join(self.replay.log_dir, "tfjob"), argv_for,
-                                                  cwd=self.replay.project_dir,
-                                                  env={"PYTHONPATH": env["PYTHONPATH"]}).__enter__()
-            self.notes.append(f"{io.name}: its TFJob ran on a local stand-in for the Kubeflow Training Operator "
-                              "(each replica a process with the TF_CONFIG the operator writes; logs in "
-                              f"{self.operator.log_dir})")
+            self.operator = LocalOperators(os.path.join(self.replay.log_dir, "operators"), argv_for,
+                                           cwd=self.replay.project_dir,
+                                           env={"PYTHONPATH": env["PYTHONPATH"]}).__enter__()
+            self.notes.append(f"{io.name}: its job ran on local stand-ins for Kubeflow Trainer v2 (a TrainJob: "
+                              "each node a process with the environment JobSet gives it) and the Training Operator "
+                              "(a TFJob: each replica a process with the TF_CONFIG the operator writes); logs in "
+                              f"{self.operator.log_dir}")
         return {**self.operator.environment(REPLAY_NAMESPACE), "KUBERNETES_SERVICE_HOST": ""}
-
-    def cannot_run(self, task: dict[str, Any], executor: dict[str, Any]) -> str | None:
-        """What replay has no stand-in for, said before anything runs: a Trainer that launches a TrainJob."""
-        if _OPERATOR_EXECUTOR not in executor.get("container", {}).get("args", []):
-            return None
-        constant = task.get("inputs", {}).get("parameters", {}).get("custom_config", {}).get(
-            "runtimeValue", {}).get("constant")
-        settings = TrainerCustomConfig.from_json(json.loads(constant)).operator_job if constant else None
-        if settings is not None and settings.operator == "trainjob":
-            return ("its Trainer launches a Kubeflow Trainer v2 TrainJob (targets.kubeflow.trainer.operator: "
-                    "trainjob), and replay has no stand-in for Trainer v2 yet: compile with operator: auto to "
-                    "replay it with a TFJob, as auto takes on a cluster with only the Training Operator")
-        return None
 
     def artifact_name(self, task: str, key: str) -> str:
         return f"{NAME_PREFIX}/{self.pipeline}/{self.replay.run_id}/{task}/{key}"

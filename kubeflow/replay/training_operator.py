@@ -1,5 +1,12 @@
-"""The Kubeflow Training Operator, on this machine: a TFJob's replicas become processes, as the operator
-makes them pods, so that `tfxd replay` runs a Kubeflow file whose Trainer launches a TFJob.
+"""The Kubeflow Training Operator, on this machine: a TFJob's replicas become processes (local_operators.py),
+as the operator makes them pods, so that `tfxd replay` runs a Kubeflow file whose Trainer launches a TFJob;
+and what the
+API server and the operator's webhook refuse of a new TFJob (TFJOBS, kube_api.py's JobKind): a field the
+CRD does not have (the real server would drop it silently, and the setting with it), a pod template that
+is not a PodTemplateSpec (checked field by field against the kubernetes client's own models), an owner
+reference without uid, and what the admission webhook denies (training-operator v1.9,
+pkg/webhooks/tensorflow/tfjob_webhook.go: a DNS-1035 name, a container named `tensorflow` with an image in
+every replica, at most one chief).
 
 What the operator does and this does the same way (training-operator v1.9,
 pkg/controller.v1/tensorflow): a pod per replica named `<job>-<type>-<i>` with its labels; each
@@ -16,18 +23,19 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import threading
-import time
-from collections.abc import Callable
+import re
 from typing import Any
 
 from tfxd import keys
 from tfxd.components.trainer import tfjob_manifest as manifest
-from tfxd.components.trainer.local_cluster import free_ports
-from tfxd.kubeflow.replay.kube_api import KubeApi, now
+from tfxd.kubeflow.replay.kube_api import DNS_1035, Invalid, JobKind, Replica, model_problems, now
 
 TYPES = ("Chief", "Master", "PS", "Worker", "Evaluator")
+SPEC_KEYS = {"enableDynamicWorker", "runPolicy", "successPolicy", "tfReplicaSpecs"}
+RUN_POLICY_KEYS = {"activeDeadlineSeconds", "backoffLimit", "cleanPodPolicy", "managedBy", "schedulingPolicy",
+                   "suspend", "ttlSecondsAfterFinished"}
+REPLICA_KEYS = {"replicas", "restartPolicy", "template"}
+ENUMS = {"cleanPodPolicy": {"All", "Running", "None"}, "restartPolicy": {"Always", "OnFailure", "Never", "ExitCode"}}
 
 
 # The operator's own deployment may set this; the controller then names replicas `....svc.<domain>`.
@@ -58,8 +66,37 @@ def pod_name(job: str, kind: str, index: int) -> str:
     return f"{job}-{kind.lower()}-{index}"
 
 
-def pod(job: dict[str, Any], kind: str, index: int, phase: str, container_state: dict[str, Any]) -> dict[str, Any]:
+def replicas(job: dict[str, Any]) -> list[Replica]:
+    """Every replica, with the TF_CONFIG the operator writes into it."""
+    configs = tf_configs(job)
+    addresses = tuple(address for members in next(iter(configs.values()))["cluster"].values() for address in members)
+    found = []
+    for (kind, index), config in configs.items():
+        template = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
+        container = next(c for c in template["containers"] if c["name"] == keys.TFJob.CONTAINER)
+        env = {**{e["name"]: e.get("value", "") for e in container.get("env", [])}, "TF_CONFIG": written(config)}
+        found.append(Replica((kind, index), pod_name(job["metadata"]["name"], kind, index), container, env, addresses))
+    return found
+
+
+def deadline(job: dict[str, Any]) -> int | None:
+    return job["spec"].get("runPolicy", {}).get("activeDeadlineSeconds")
+
+
+def ended(status: dict[str, Any]) -> bool:
+    return bool({c["type"] for c in status["conditions"]} & {"Succeeded", "Failed"})
+
+
+def cleanup(job: dict[str, Any], deadline_passed: bool) -> tuple[bool, set[str] | None]:
+    """When the job has ended: whether its processes stop, and the phases of the pods then removed (None:
+    all). Under cleanPodPolicy None what still runs runs on, until the job is deleted."""
+    policy = job["spec"].get("runPolicy", {}).get("cleanPodPolicy", "None")
+    return policy != "None" or deadline_passed, None if policy == "All" else {"Running", "Pending"}
+
+
+def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_state: dict[str, Any]) -> dict[str, Any]:
     """A replica's pod as the operator creates it and the kubelet reports it."""
+    kind, index = replica
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     template = job["spec"]["tfReplicaSpecs"][kind]["template"]
     labels = {keys.TFJob.JOB_NAME_LABEL: name, keys.TFJob.REPLICA_TYPE_LABEL: kind.lower(),
@@ -113,97 +150,55 @@ def _condition(kind: str, reason: str, message: str) -> dict[str, Any]:
             "lastTransitionTime": now()}
 
 
-class LocalTrainingOperator:
-    """A KubeApi whose TFJobs run as local processes. ``argv_for(container)``: the command to run for a
-    replica's container; ``cwd`` and ``env``: where and with what extra environment they run."""
+def validate(body: dict[str, Any], namespace: str) -> None:
+    """A new TFJob as the API server (the CRD's fields, metadata rules) and the operator's webhook take it."""
+    problems: list[str] = []
+    metadata, spec = body.get("metadata") or {}, body.get("spec") or {}
+    for owner in metadata.get("ownerReferences") or []:
+        for key in ("apiVersion", "kind", "name", "uid"):
+            if not owner.get(key):
+                problems.append(f"metadata.ownerReferences.{key}: Invalid value: \"\": {key} must not be empty")
+    problems += [f"spec.{k}: field not declared in schema" for k in set(spec) - SPEC_KEYS]
+    run_policy = spec.get("runPolicy") or {}
+    problems += [f"spec.runPolicy.{k}: field not declared in schema" for k in set(run_policy) - RUN_POLICY_KEYS]
+    if run_policy.get("cleanPodPolicy", "None") not in ENUMS["cleanPodPolicy"]:
+        problems.append(f"spec.runPolicy.cleanPodPolicy: Unsupported value: {run_policy['cleanPodPolicy']!r}")
+    replicas = spec.get("tfReplicaSpecs")
+    if not replicas:
+        problems.append("spec.tfReplicaSpecs: Required value: must be required")
+    for kind, replica in (replicas or {}).items():
+        at = f"spec.tfReplicaSpecs[{kind}]"
+        problems += [f"{at}.{k}: field not declared in schema" for k in set(replica) - REPLICA_KEYS]
+        if replica.get("restartPolicy", "Never") not in ENUMS["restartPolicy"]:
+            problems.append(f"{at}.restartPolicy: Unsupported value: {replica['restartPolicy']!r}")
+        problems += [f"{at}.template{p}" for p in model_problems(replica.get("template") or {}, "V1PodTemplateSpec")]
+    if problems:
+        raise Invalid(422, "Invalid", f"TFJob.{keys.TFJob.GROUP} \"{metadata.get('name')}\" is invalid: "
+                      + "; ".join(problems))
+    denied = webhook_problems(body)
+    if denied:
+        raise Invalid(403, "Forbidden", 'admission webhook "validator.tfjob.training-operator.kubeflow.org" denied '
+                      "the request: " + "; ".join(denied))
 
-    def __init__(self, log_dir: str, argv_for: Callable[[dict[str, Any]], list[str]], cwd: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.api = KubeApi(controller=self)
-        self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
-        self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
-        self.started: dict[tuple[str, str], float] = {}
-        self.finished: set[tuple[str, str]] = set()
-        self.stopping = threading.Event()
-        self.monitor = threading.Thread(target=self._monitor, name="tfxd-training-operator", daemon=True)
 
-    def __enter__(self) -> LocalTrainingOperator:
-        os.makedirs(self.log_dir, exist_ok=True)
-        self.api.__enter__()
-        self.monitor.start()
-        return self
+def webhook_problems(body: dict[str, Any]) -> list[str]:
+    name = body.get("metadata", {}).get("name") or ""
+    problems = [] if re.match(DNS_1035, name) and len(name) <= 63 else [
+        f"metadata.name: Invalid value: {name!r}: should match a DNS-1035 label"]
+    chiefs = 0
+    for kind, replica in (body.get("spec", {}).get("tfReplicaSpecs") or {}).items():
+        containers = replica.get("template", {}).get("spec", {}).get("containers") or []
+        at = f"spec.tfReplicaSpecs[{kind}].template.spec.containers"
+        if not containers:
+            problems.append(f"{at}: Required value: must be specified")
+        problems += [f"{at}[{i}].image: Required value" for i, c in enumerate(containers) if not c.get("image")]
+        if keys.TFJob.CONTAINER not in [c.get("name") for c in containers]:
+            problems.append(f"{at}: Required value: must have at least one container with name {keys.TFJob.CONTAINER}")
+        chiefs += kind in ("Chief", "Master")
+    if chiefs > 1:
+        problems.append("spec.tfReplicaSpecs: Forbidden: must not have more than 1 Chief or Master role")
+    return problems
 
-    def __exit__(self, *exc) -> None:
-        self.stopping.set()
-        for key in list(self.processes):
-            self._stop(key)
-        self.api.__exit__()
 
-    def environment(self, namespace: str) -> dict[str, str]:
-        """What a process needs to reach this API as its cluster: KUBECONFIG, and no in-cluster hint."""
-        path = self.api.kubeconfig(os.path.join(self.log_dir, "kubeconfig.json"), namespace)
-        return {"KUBECONFIG": path}
-
-    def created(self, job: dict[str, Any]) -> None:
-        key = (job["metadata"]["namespace"], job["metadata"]["name"])
-        configs = tf_configs(job)
-        cluster = next(iter(configs.values()))["cluster"]
-        ports = iter(free_ports(len(configs)))
-        addresses = {address: f"localhost:{next(ports)}" for members in cluster.values() for address in members}
-        self.started[key] = time.monotonic()
-        self.finished.discard(key)
-        self.processes[key] = {}
-        for (kind, index), config in configs.items():
-            template = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
-            container = next(c for c in template["containers"] if c["name"] == keys.TFJob.CONTAINER)
-            env = {**os.environ, **self.env, **{e["name"]: e.get("value", "") for e in container.get("env", [])},
-                   "TF_CONFIG": written(config), keys.ADDRESSES_ENV: json.dumps(addresses)}
-            env.pop("KUBERNETES_SERVICE_HOST", None)
-            log_path = os.path.join(self.log_dir, f"{pod_name(key[1], kind, index)}.log")
-            with open(log_path, "w", encoding="utf-8") as log:
-                process = subprocess.Popen(self.argv_for(container), stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
-            self.processes[key][(kind, index)] = process
-            self.api.put_pod(pod(job, kind, index, "Running", {"running": {"startedAt": now()}}), log_path)
-
-    def deleted(self, job: dict[str, Any]) -> None:
-        key = (job["metadata"]["namespace"], job["metadata"]["name"])
-        self._stop(key)
-        self.api.finish_delete(*key)
-
-    def _stop(self, key: tuple[str, str]) -> None:
-        for process in (self.processes.pop(key, None) or {}).values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-
-    def _monitor(self) -> None:
-        while not self.stopping.wait(0.3):
-            for key in list(self.processes):
-                with self.api.lock:
-                    job = self.api.jobs.get(key)
-                if job is None or key in self.finished or job.get("metadata", {}).get("deletionTimestamp"):
-                    continue
-                self._update(key, job)
-
-    def _update(self, key: tuple[str, str], job: dict[str, Any]) -> None:
-        for (kind, index), process in list(self.processes.get(key, {}).items()):
-            code = process.poll()
-            if code is None:
-                continue
-            exit_code = code if code >= 0 else 128 - code
-            state = {"terminated": {"exitCode": exit_code, "reason": "Completed" if code == 0 else "Error",
-                                    "startedAt": now(), "finishedAt": now()}}
-            log = self.api.logs.get((key[0], pod_name(key[1], kind, index)))
-            self.api.put_pod(pod(job, kind, index, "Succeeded" if code == 0 else "Failed", state), log)
-            del self.processes[key][(kind, index)]
-        deadline = job["spec"].get("runPolicy", {}).get("activeDeadlineSeconds")
-        late = deadline is not None and time.monotonic() - self.started[key] > deadline
-        status = job_status(job, self.api.job_pods(*key), deadline_passed=late)
-        self.api.set_status(*key, status)
-        if {c["type"] for c in status["conditions"]} & {"Succeeded", "Failed"}:
-            policy = job["spec"].get("runPolicy", {}).get("cleanPodPolicy", "None")
-            self.finished.add(key)  # under cleanPodPolicy None what still runs runs on, until the job is deleted
-            if policy != "None" or late:
-                self._stop(key)
-                self.api.remove_pods(*key, only=None if policy == "All" else {"Running", "Pending"})
+TFJOBS = JobKind(keys.TFJob.GROUP, keys.TFJob.VERSION, keys.TFJob.PLURAL, keys.TFJob.KIND, keys.TFJob.JOB_NAME_LABEL,
+                 validate)

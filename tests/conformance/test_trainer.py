@@ -4,8 +4,10 @@ conformance/trainer/): both CRDs' schemas as the API server applies them (with t
 webhooks, Trainer's controller building the JobSet from the TrainJob and the runtime, JobSet's webhooks and
 controller, and the pods the Job controller makes of it. Each node's TF_CONFIG is derived from the
 environment the real code gives that pod (trainer_module/cluster.py), names the hosts JobSet gives the
-nodes, and plans MultiWorkerMirrored or ParameterServer. Negative cases show the real code refusing: a
-runtime reference that names no runtime, an unknown field, a runtime without the trainer's container."""
+nodes, and plans MultiWorkerMirrored or ParameterServer. The stand-in `tfxd replay` runs them on
+(kubeflow/replay/trainer_v2.py) gives each node the same environment, host and labels, and refuses what
+the real code refuses in its words. Negative cases show the real code refusing: a runtime reference that
+names no runtime, an unknown field, a name that is no DNS label, a runtime without the trainer's container."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from tests.components.trainer.test_trainjob import NAMESPACE, OWNER, loaded, set
 from tests.conftest import REPO
 from tfxd import keys
 from tfxd.components.trainer import trainjob
+from tfxd.kubeflow.replay import kube_api, trainer_v2
 from tfxd.pipeline.spec.errors import SpecError
 from tfxd.trainer_module.cluster import from_environment
 from tfxd.trainer_module.planner import Devices, plan
@@ -88,6 +91,13 @@ def test_the_real_code_makes_the_nodes_each_derives_its_tf_config_from(case, tmp
             "trainer", "Never", 30)
         assert pod["nodeSelector"] == {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"}
         assert pod["annotations"]["sidecar.istio.io/inject"] == "false"
+    stand_in = trainer_v2.replicas(body)  # what replay runs: the same nodes, hosts, environments and labels
+    assert [replica.env for replica in stand_in] == [environment(pod) for pod in pods]
+    assert [replica.pod.rsplit("-", 1)[0] for replica in stand_in] == [pod["hostname"] for pod in pods]
+    assert [address.rsplit(":", 1)[0] for address in stand_in[0].addresses] == [pod["fqdn"] for pod in pods]
+    for index, pod in enumerate(pods):
+        labels = trainer_v2.labels(body, index)
+        assert labels == {key: pod["labels"][key] for key in labels}
     chief = plan(environment(pods[0]), Devices())
     assert (chief.strategy, chief.is_chief, chief.replicas) == (strategy, True, 2)
     assert not plan(environment(pods[1]), Devices()).is_chief
@@ -102,10 +112,19 @@ def test_the_real_code_refuses_a_missing_runtime_an_unknown_field_and_a_runtime_
     said = refusal(elsewhere, tmp_path)
     assert 'admission webhook "validator.trainjob.trainer.kubeflow.org" denied the request' in said
     assert '"torch-distributed" not found: specified clusterTrainingRuntime must be created before' in said
+    stand_in_agrees(good, elsewhere, said, 'clustertrainingruntimes.trainer.kubeflow.org "torch-distributed" not found: '
+                    "specified clusterTrainingRuntime must be created before the TrainJob is created")
 
     unknown = copy.deepcopy(good)
     unknown["spec"]["trainer"]["numNode"] = 2
-    assert 'unknown field "spec.trainer.numNode"' in refusal(unknown, tmp_path)
+    said = refusal(unknown, tmp_path)
+    assert 'unknown field "spec.trainer.numNode"' in said
+    stand_in_agrees(good, unknown, said, 'strict decoding error: unknown field "spec.trainer.numNode"')
+
+    dotted = copy.deepcopy(good)
+    dotted["metadata"]["name"] = "taxi.trainer"
+    said = refusal(dotted, tmp_path)
+    stand_in_agrees(good, dotted, said, "metadata.name must match RFC 1035 DNS label format")
 
     runtime = yaml.safe_load(RUNTIME.read_text())
     runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
@@ -114,6 +133,15 @@ def test_the_real_code_refuses_a_missing_runtime_an_unknown_field_and_a_runtime_
     renamed.write_text(yaml.safe_dump(runtime))
     said = refusal(good, tmp_path, renamed)
     assert "must contain the required container for the ancestor: trainer" in said
+
+
+def stand_in_agrees(good: dict[str, Any], bad: dict[str, Any], real: str, words: str) -> None:
+    """The replay's stand-in takes ``good`` and refuses ``bad``, saying ``words`` as the real code said them."""
+    assert words in real, real
+    trainer_v2.validate(good, NAMESPACE)
+    with pytest.raises(kube_api.Invalid) as refused:
+        trainer_v2.validate(bad, NAMESPACE)
+    assert words in refused.value.message, refused.value.message
 
 
 def test_zero_nodes_pass_trainer_v2_3_so_tfxd_refuses_them_itself(tmp_path):

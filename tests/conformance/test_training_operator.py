@@ -19,7 +19,7 @@ import yaml
 from tests.components.trainer.test_tfjob import NAMESPACE, settings
 from tests.conftest import REPO
 from tfxd.components.trainer import tfjob_manifest as manifest
-from tfxd.kubeflow.replay import kube_api, training_operator
+from tfxd.kubeflow.replay import training_operator
 from tfxd.trainer_module.planner import Devices, plan
 
 JUDGE = REPO / "build" / "conformance" / "training-operator"
@@ -88,15 +88,15 @@ def _refusal(body: dict[str, Any], tmp_path: Path) -> str:
 
 
 def _stand_in_agrees(body: dict[str, Any], refusal: str) -> None:
-    """The replay's stand-in webhook (kube_api.webhook_problems) says what the real webhook said, word for word."""
-    problems = kube_api.webhook_problems(body)
+    """The replay's stand-in webhook (training_operator.webhook_problems) says what the real webhook said, word for word."""
+    problems = training_operator.webhook_problems(body)
     assert problems and all(problem in refusal for problem in problems), (problems, refusal)
 
 
 def test_the_real_code_refuses_an_unknown_field_no_tensorflow_container_and_two_chiefs(tmp_path):
     good = manifest.body("taxi-trainer-1", NAMESPACE, settings(tmp_path, workers=2, parameter_servers=1), ["A"])
     accepted(good, tmp_path)
-    assert kube_api.webhook_problems(good) == []
+    assert training_operator.webhook_problems(good) == []
 
     unknown = copy.deepcopy(good)
     unknown["spec"]["runPolicy"]["cleanPodPolicyy"] = "All"

@@ -123,7 +123,7 @@ def pods(states: dict[tuple[str, int], tuple[str, dict[str, Any]]]):
 
     def step(api: KubeApi, job: dict[str, Any]) -> None:
         for (kind, index), (phase, state) in states.items():
-            pod = training_operator.pod(job, kind, index, phase, state)
+            pod = training_operator.pod(job, (kind, index), phase, state)
             log = api.logs.get((NAMESPACE, pod["metadata"]["name"]))
             api.put_pod(pod, log)
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
@@ -174,7 +174,7 @@ def write_model(model_uri: str):
 
 
 def serve(script: Script):
-    api = KubeApi(controller=script)
+    api = KubeApi((training_operator.TFJOBS,), controller=script)
     script.api = api
     return api
 
@@ -318,7 +318,7 @@ def test_the_api_refuses_what_the_operator_refuses(tmp_path, monkeypatch):
     field the CRD lacks (which a real server would drop)."""
     from kubernetes import client, config
 
-    with KubeApi() as api:
+    with KubeApi((training_operator.TFJOBS,)) as api:
         config.load_kube_config(config_file=api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
         custom = client.CustomObjectsApi()
         good = manifest.body("demo-trainer-1", NAMESPACE, settings(tmp_path), ["A"])
@@ -356,7 +356,7 @@ def test_replicas_default_to_the_pipeline_pods_service_account(tmp_path, monkeyp
     (tmp_path / "token").write_text(f"eyJhbGciOiJSUzI1NiJ9.{encoded}.c2lnbmF0dXJl")
     monkeypatch.setattr(kubernetes_client, "SERVICE_ACCOUNT_DIR", str(tmp_path))
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with KubeApi() as api:
+    with KubeApi((training_operator.TFJOBS,)) as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
         assert kubernetes_client.Kubernetes().use(tfjob.TFJob()).own_service_account() == "pipeline-runner"
         assert kubernetes_client.Kubernetes("other-team").use(tfjob.TFJob()).own_service_account() is None
@@ -375,7 +375,7 @@ def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
         return exc
 
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with KubeApi() as api:
+    with KubeApi((training_operator.TFJOBS,)) as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
         kube = kubernetes_client.Kubernetes().use(tfjob.TFJob())
     rbac = kube._explain("create", answer(403, "Forbidden", 'tfjobs.kubeflow.org is forbidden: User '

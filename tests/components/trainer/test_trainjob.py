@@ -20,6 +20,7 @@ from tfxd.components.trainer import job_launch, kubernetes_client, operator_job,
 from tfxd.components.trainer.tfjob import TFJob
 from tfxd.components.trainer.trainjob import TrainJob
 from tfxd.kubeflow.replay.kube_api import KubeApi
+from tfxd.kubeflow.replay.training_operator import TFJOBS
 from tfxd.pipeline.assembly.configs import operator_settings
 from tfxd.pipeline.spec.errors import SpecError
 from tfxd.pipeline.spec.load import load_spec
@@ -129,7 +130,7 @@ def test_an_operator_the_cluster_lacks_is_refused_with_the_fix():
 def test_the_cluster_is_asked_through_api_discovery(tmp_path, monkeypatch):
     """The loopback API serves tfjobs and no trainjobs, as a cluster with only the Training Operator does."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    with KubeApi() as api:
+    with KubeApi((TFJOBS,)) as api:
         monkeypatch.setenv("KUBECONFIG", api.kubeconfig(str(tmp_path / "kubeconfig"), NAMESPACE))
         kube = kubernetes_client.Kubernetes()
         served = {name: kube.serves(job) for name, job in job_launch.OPERATORS.items()}
@@ -185,16 +186,3 @@ def test_an_unknown_manifest_is_refused_with_the_names_there_are():
     result = run_cli("kubeflow-manifest", "pytorch-runtime")
     assert result.exit_code == 2 and "'trainjob-runtime', 'trainjob-rbac', 'tfjob-rbac'" in result.stderr
 
-
-def test_replay_refuses_a_trainjob_file_before_it_runs_anything(tmp_path):
-    """Replay has no stand-in for Trainer v2 yet: it says so, and how to replay the file, up front."""
-    from tfxd.kubeflow.compile import compile_to
-    from tfxd.kubeflow.replay import ir, runner
-
-    compiled = compile_to(loaded(tmp_path, {"operator": "trainjob", "workers": 2}), "kubeflow",
-                          str(tmp_path / "demo.yaml.kfp"))
-    with pytest.raises(ir.ReplayError, match="task Trainer: its Trainer launches a Kubeflow Trainer v2 TrainJob "
-                       r"\(targets.kubeflow.trainer.operator: trainjob\), and replay has no stand-in for Trainer v2 "
-                       "yet: compile with operator: auto"):
-        runner.replay(str(compiled), project_dir=str(tmp_path), root=str(tmp_path / "root"))
-    assert not list(tmp_path.glob("root/**/ExampleGen"))  # refused before the first task ran

@@ -1,11 +1,14 @@
-"""A Kubeflow file whose Trainer asks for several processes: the Trainer task launches a TFJob, and
-`tfxd replay` runs it on the local stand-in for the Training Operator (kubeflow/replay/training_operator.py):
-each replica a process with the TF_CONFIG the operator writes, its addresses mapped to loopback ports.
+"""A Kubeflow file whose Trainer asks for several processes: the Trainer task launches an operator's job,
+and `tfxd replay` runs it on local stand-ins (kubeflow/replay/local_operators.py) for Kubeflow Trainer v2
+(a TrainJob: each node a process with the environment JobSet gives its pod) and the Training Operator (a
+TFJob: each replica a process with the TF_CONFIG the operator writes), addresses mapped to loopback ports.
+The stand-in cluster serves both, as a cluster with both installed: `operator: auto` takes the TrainJob.
 
-- The penguin example with 2 workers replays blessed and pushed; the summary's strategy is
-  multi_worker_mirrored with 2 replicas; the chief alone wrote the model.
-- The same Trainer task, run again as a TFJob of a chief, a worker and a parameter server, trains with
-  ParameterServer to an exported model.
+- The penguin example with 2 workers replays blessed and pushed as a TrainJob; the summary's strategy
+  is multi_worker_mirrored with 2 replicas; the chief (node 0) alone wrote the model.
+- The same Trainer task, run again with operator: tfjob as a chief, a worker and a parameter server,
+  trains with ParameterServer to an exported model.
+- A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint.
 - The file meets the open-source backend's rules and goes through kfp's own loader and compiler.
 """
 
@@ -26,7 +29,7 @@ from tests.kubeflow.kfp_rules import backend_problems
 from tests.pipeline.run.test_run_taxi import example_project
 from tfxd.kubeflow.replay import runner
 from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE, this_python
-from tfxd.kubeflow.replay.training_operator import LocalTrainingOperator
+from tfxd.kubeflow.replay.local_operators import LocalOperators
 
 WORKERS = ("targets.kubeflow.trainer.workers=2", "training.steps=60")
 
@@ -43,17 +46,19 @@ def replayed(tmp_path_factory) -> dict:
     return {"summary": summary, "project": project, "compiled": Path(compiled)}
 
 
-def test_a_two_worker_trainer_replays_as_a_tfjob_blessed_and_pushed(replayed):
+def test_a_two_worker_trainer_replays_as_a_trainjob_blessed_and_pushed(replayed):
     summary = replayed["summary"]
     assert summary["status"] == "ok" and summary["blessed"] is True and summary["pushed"] is True
     assert summary["strategy"]["strategy"] == "multi_worker_mirrored" and summary["strategy"]["replicas"] == 2
-    assert any("TFJob ran on a local stand-in for the Kubeflow Training Operator" in n for n in summary["notes"])
+    assert any("its job ran on local stand-ins for Kubeflow Trainer v2" in n for n in summary["notes"])
     trainer_log = Path(next(t["log"] for t in summary["tasks"] if t["name"] == "Trainer")).read_text()
-    assert f"created TFJob {REPLAY_NAMESPACE}/penguin-species-trainer-" in trainer_log
-    assert "(1 Chief, 1 Worker)" in trainer_log and "Succeeded (Chief: 1 succeeded" in trainer_log
-    logs = Path(summary["logs"]) / "tfjob"
-    chief = next(logs.glob("*-chief-0.log")).read_text()
-    worker = next(logs.glob("*-worker-0.log")).read_text()
+    assert "launching a TrainJob (auto: the cluster serves trainjobs (trainer.kubeflow.org/v1alpha1); tfjobs " \
+           "(kubeflow.org/v1) served too)" in trainer_log
+    assert f"created TrainJob {REPLAY_NAMESPACE}/penguin-species-trainer-" in trainer_log
+    assert "(2 nodes, all workers)" in trainer_log and "Succeeded (job node: 1 succeeded)" in trainer_log
+    logs = Path(summary["logs"]) / "operators"
+    chief = next(logs.glob("*-node-0-0-*.log")).read_text()
+    worker = next(logs.glob("*-node-0-1-*.log")).read_text()
     assert "strategy=multi_worker_mirrored replicas=2 is_chief=True" in chief
     assert "strategy=multi_worker_mirrored replicas=2 is_chief=False" in worker
     # both trained the same weights; the chief alone wrote the model where the pipeline expects it
@@ -84,18 +89,18 @@ def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_pat
 
 
 def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
-    """The replayed Trainer task's own executor input, its TFJob asking for a chief, one worker and one
+    """The replayed Trainer task's own executor input, with operator: tfjob and a chief, one worker and one
     parameter server: the operator's TF_CONFIG leads the planner to ParameterServer, the model is exported."""
 
     def with_ps(config: dict) -> None:
-        config["operator_job"].update(workers=1, parameter_servers=1)
+        config["operator_job"].update(workers=1, parameter_servers=1, operator="tfjob")
 
     executor_input = _trainer_task(replayed, tmp_path, with_ps)
     model = tmp_path / "Trainer" / "model"
     project = str(replayed["project"])
 
     env = {"PYTHONPATH": project}
-    with LocalTrainingOperator(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+    with LocalOperators(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
         task = _run_task(executor_input, operator, env, project)
         output = task.communicate(timeout=600)[0]
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
@@ -128,7 +133,7 @@ def _here(container: dict) -> list[str]:
     return this_python([*container["command"], *container["args"]])
 
 
-def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, cwd: str) -> subprocess.Popen:
+def _run_task(executor_input: dict, operator: LocalOperators, env: dict, cwd: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
          "--executor_class_path", "tfxd.components.trainer.job_launch.OperatorExecutor",
@@ -138,8 +143,8 @@ def _run_task(executor_input: dict, operator: LocalTrainingOperator, env: dict, 
 
 
 @pytest.mark.reliability("crash point")
-def test_a_replica_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_step_resumes(replayed, tmp_path):
-    """A worker of the TFJob gets SIGTERM mid-training (Kubernetes evicting its pod): it ends within
+def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_step_resumes(replayed, tmp_path):
+    """A worker node of the TrainJob gets SIGTERM mid-training (Kubernetes evicting its pod): it ends within
     tfxd.stops.STOP_SECONDS with exit status 143, saying where the retry resumes from; the step fails naming
     it and saying where the checkpoint is, the job is deleted; the retried step (same inputs) starts the job
     again under the same name, and the chief resumes from the BackupAndRestore checkpoint, not epoch 1."""
@@ -156,7 +161,7 @@ def test_a_replica_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retrie
     project = str(replayed["project"])
     env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
 
-    with LocalTrainingOperator(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+    with LocalOperators(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
         first = _run_task(executor_input, operator, env, project)
         try:
             deadline = time.monotonic() + 300
@@ -164,7 +169,7 @@ def test_a_replica_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retrie
                 assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0][-3000:]
                 time.sleep(0.2)
             [job] = list(operator.processes)
-            worker = operator.processes[job][("Worker", 0)]
+            worker = operator.processes[job][("node", 1)]
             stopped = time.monotonic()
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=60)
@@ -173,20 +178,20 @@ def test_a_replica_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retrie
         finally:
             if first.poll() is None:
                 first.kill()
-        worker_log = (tmp_path / "logs" / f"{job[1]}-worker-0.log").read_text()
+        worker_log = next((tmp_path / "logs").glob(f"{job[1]}-node-0-1-*.log")).read_text()
         assert took < stops.STOP_SECONDS and worker.returncode == 143, (took, worker.returncode, worker_log[-3000:])
         assert first.returncode != 0, output[-3000:]
-        assert "tfxd: Trainer replica worker-0 stopped by SIGTERM; the retried training resumes from the last " \
+        assert "tfxd: Trainer replica worker-1 stopped by SIGTERM; the retried training resumes from the last " \
                f"epoch backed up in {tmp_path}/.backup/" in worker_log, worker_log[-3000:]
-        assert f"TFJob {REPLAY_NAMESPACE}/{job[1]} failed: replica worker-0 (pod {job[1]}-worker-0) Error " \
-               "(exit code 143)" in output
+        assert f"TrainJob {REPLAY_NAMESPACE}/{job[1]} failed: replica node-1 (pod {job[1]}-node-0-1-" in output
+        assert ") Error (exit code 143)" in output
         assert "Retry the step to resume from the last epoch checkpointed in" in output
         assert not operator.api.jobs  # deleted by the failed step
         second = _run_task(executor_input, operator, env, project)
         output = second.communicate(timeout=600)[0]
         assert second.returncode == 0, output[-3000:]
-        chief = (tmp_path / "logs" / f"{job[1]}-chief-0.log").read_text()
-    assert f"created TFJob {REPLAY_NAMESPACE}/{job[1]}" in output  # the same name: one job per run and task
+        chief = next((tmp_path / "logs").glob(f"{job[1]}-node-0-0-*.log")).read_text()
+    assert f"created TrainJob {REPLAY_NAMESPACE}/{job[1]}" in output  # the same name: one job per run and task
     resumed = [line for line in chief.splitlines() if "Trainer resumes at epoch " in line]
     assert resumed and int(resumed[0].split("resumes at epoch ")[1].split("/")[0]) > 1, chief[-3000:]
     assert (tmp_path / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()

@@ -1,0 +1,124 @@
+"""Kubeflow's training operators on this machine, for `tfxd replay`: a loopback Kubernetes API (kube_api.py)
+serving TrainJobs (Kubeflow Trainer v2 with tfxd's runtime, trainer_v2.py) and TFJobs (the Training
+Operator v1, training_operator.py), as a cluster with both installed does, whose jobs' replicas run as
+local processes, as the operators run them as pods.
+
+Each replica gets exactly the environment its operator gives the pod (a TFJob's TF_CONFIG; a TrainJob
+node's JobSet environment) and a map from the cluster's addresses, which name no host here, to loopback
+ports (keys.ADDRESSES_ENV, read by trainer_module/cluster.py). The job's status follows the processes as
+its operator's does (each kind's job_status); a deleted job's processes are stopped first, as a
+foreground deletion stops the pods.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from tfxd import keys
+from tfxd.components.trainer.local_cluster import free_ports
+from tfxd.kubeflow.replay import trainer_v2, training_operator
+from tfxd.kubeflow.replay.kube_api import KubeApi, now
+
+# each kind's operator: replicas, pod, job_status, deadline, ended and cleanup of its jobs
+OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.KIND: training_operator}
+
+
+class LocalOperators:
+    """A KubeApi whose jobs run as local processes. ``argv_for(container)``: the command to run for a
+    replica's container; ``cwd`` and ``env``: where and with what extra environment they run."""
+
+    def __init__(self, log_dir: str, argv_for: Callable[[dict[str, Any]], list[str]], cwd: str | None = None,
+                 env: dict[str, str] | None = None) -> None:
+        self.api = KubeApi((trainer_v2.TRAINJOBS, training_operator.TFJOBS), controller=self)
+        self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
+        self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
+        self.started: dict[tuple[str, str], float] = {}
+        self.finished: set[tuple[str, str]] = set()
+        self.stopping = threading.Event()
+        self.monitor = threading.Thread(target=self._monitor, name="tfxd-local-operators", daemon=True)
+
+    def __enter__(self) -> LocalOperators:
+        os.makedirs(self.log_dir, exist_ok=True)
+        self.api.__enter__()
+        self.monitor.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stopping.set()
+        for key in list(self.processes):
+            self._stop(key)
+        self.api.__exit__()
+
+    def environment(self, namespace: str) -> dict[str, str]:
+        """What a process needs to reach this API as its cluster: KUBECONFIG, and no in-cluster hint."""
+        path = self.api.kubeconfig(os.path.join(self.log_dir, "kubeconfig.json"), namespace)
+        return {"KUBECONFIG": path}
+
+    def created(self, job: dict[str, Any]) -> None:
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        operator = OPERATORS[job["kind"]]
+        replicas = operator.replicas(job)
+        ports = iter(free_ports(len(replicas[0].addresses)))
+        addresses = {address: f"localhost:{next(ports)}" for address in replicas[0].addresses}
+        self.started[key] = time.monotonic()
+        self.finished.discard(key)
+        self.processes[key] = {}
+        for replica in replicas:
+            env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses)}
+            env.pop("KUBERNETES_SERVICE_HOST", None)
+            log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
+            with open(log_path, "w", encoding="utf-8") as log:
+                process = subprocess.Popen(self.argv_for(replica.container), stdout=log, stderr=subprocess.STDOUT,
+                                           stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
+            self.processes[key][replica.id] = process
+            self.api.put_pod(operator.pod(job, replica.id, "Running", {"running": {"startedAt": now()}}), log_path)
+
+    def deleted(self, job: dict[str, Any]) -> None:
+        key = (job["metadata"]["namespace"], job["metadata"]["name"])
+        self._stop(key)
+        self.api.finish_delete(*key)
+
+    def _stop(self, key: tuple[str, str]) -> None:
+        for process in (self.processes.pop(key, None) or {}).values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+    def _monitor(self) -> None:
+        while not self.stopping.wait(0.3):
+            for key in list(self.processes):
+                with self.api.lock:
+                    job = self.api.jobs.get(key)
+                if job is None or key in self.finished or job.get("metadata", {}).get("deletionTimestamp"):
+                    continue
+                self._update(key, job)
+
+    def _update(self, key: tuple[str, str], job: dict[str, Any]) -> None:
+        operator = OPERATORS[job["kind"]]
+        for replica, process in list(self.processes.get(key, {}).items()):
+            code = process.poll()
+            if code is None:
+                continue
+            exit_code = code if code >= 0 else 128 - code
+            state = {"terminated": {"exitCode": exit_code, "reason": "Completed" if code == 0 else "Error",
+                                    "startedAt": now(), "finishedAt": now()}}
+            made = operator.pod(job, replica, "Succeeded" if code == 0 else "Failed", state)
+            self.api.put_pod(made, self.api.logs.get((key[0], made["metadata"]["name"])))
+            del self.processes[key][replica]
+        deadline = operator.deadline(job)
+        late = deadline is not None and time.monotonic() - self.started[key] > deadline
+        status = operator.job_status(job, self.api.job_pods(*key), deadline_passed=late)
+        self.api.set_status(*key, status)
+        if operator.ended(status):
+            self.finished.add(key)
+            stop, only = operator.cleanup(job, late)
+            if stop:
+                self._stop(key)
+                self.api.remove_pods(*key, only=only)
