@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
 from tests.pipeline.run.test_run_taxi import example_project
 from tfxd.kubeflow.replay import runner
@@ -129,6 +130,14 @@ def _trainer_task(replayed, tmp_path: Path, change) -> dict:
     return executor_input
 
 
+def trainjob_role() -> set[tuple[str, str, str, str]]:
+    """(kind, verb, API group, resource) the Role in kubeflow/trainjob-rbac.yaml allows."""
+    [role] = [doc for doc in yaml.safe_load_all((REPO / "kubeflow" / "trainjob-rbac.yaml").read_text())
+              if doc["kind"] == "Role"]
+    return {("Role", verb, group, resource) for rule in role["rules"] for group in rule["apiGroups"]
+            for resource in rule["resources"] for verb in rule["verbs"]}
+
+
 def _here(container: dict) -> list[str]:
     return this_python([*container["command"], *container["args"]])
 
@@ -187,6 +196,10 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
         assert ") Error (exit code 143)" in output
         assert "Retry the step to resume from the last epoch checkpointed in" in output
         assert not operator.api.jobs  # deleted by the failed step
+        # every call the launcher made (create, get, watch, delete, the pods and a log) is one its Role allows
+        made = {(verb, resource) for verb, resource, _ in operator.api.requests}
+        assert {("create", "trainjobs"), ("delete", "trainjobs"), ("get", "pods/log")} <= made
+        assert made <= {(verb, resource) for _, verb, _, resource in trainjob_role()}
         second = _run_task(executor_input, operator, env, project)
         output = second.communicate(timeout=600)[0]
         assert second.returncode == 0, output[-3000:]
