@@ -93,10 +93,9 @@ class OperatorExecutor(trainer_executor.Executor):
                               standard_component_specs.CUSTOM_CONFIG_KEY: config.for_replicas().to_text()}
         model_uri = artifact_utils.get_single_uri(output_dict[standard_component_specs.MODEL_KEY])
         kube = Kubernetes(settings.namespace)
+        asked = OPERATORS if settings.operator == "auto" else {settings.operator: OPERATORS[settings.operator]}
         try:
-            job, why = choose_operator(settings.operator, {name: kube.serves(job) for name, job in OPERATORS.items()}
-                                       if settings.operator == "auto" else {settings.operator: kube.serves(
-                                           OPERATORS[settings.operator])})
+            job, why = choose_operator(settings.operator, {name: kube.serves(job) for name, job in asked.items()})
         except KubernetesError as exc:
             raise TrainingJobFailed(str(exc)) from None
         logging.info("tfxd trainer: launching a %s (%s)", job.KIND, why)

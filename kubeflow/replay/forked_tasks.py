@@ -72,7 +72,10 @@ class Preloaded:
         if timeout is not None and not select.select([stream], [], [], timeout)[0]:
             return None
         line = stream.readline()
-        return json.loads(line) if line else None
+        if not line:  # its end of output: the preloader is ending, so that poll() says so from here on
+            self.process.wait()
+            return None
+        return json.loads(line)
 
 
 class Task:

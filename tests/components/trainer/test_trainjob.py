@@ -179,7 +179,8 @@ def test_the_trainjob_role_allows_the_calls_the_tfjob_role_allows_on_trainjobs()
 def test_tfxd_prints_the_manifests_a_cluster_admin_applies(name):
     result = run_cli("kubeflow-manifest", name)
     assert result.exit_code == 0 and result.stdout == (REPO / "kubeflow" / f"{name}.yaml").read_text()
-    assert yaml.safe_load_all(result.stdout)
+    documents = list(yaml.safe_load_all(result.stdout))  # YAML kubectl reads, each a Kubernetes object
+    assert documents and all(document["apiVersion"] and document["kind"] for document in documents)
 
 
 def test_an_unknown_manifest_is_refused_with_the_names_there_are():
