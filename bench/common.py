@@ -140,3 +140,13 @@ def run_worker(script: str, args: Sequence[str], log: str, timeout_s: float) -> 
 
 def md_ratio(ratio: dict[str, float], digits: int = 2) -> str:
     return f"{ratio['median']:.{digits}f} (min {ratio['min']:.{digits}f}, max {ratio['max']:.{digits}f})"
+
+
+def target(figure: str, wanted: str, met: bool) -> dict:
+    """One target a figure is judged by, as a result records it: what `bench/run.py --check` reads."""
+    return {"figure": figure, "wanted": wanted, "met": bool(met)}
+
+
+def judged(recorded: dict) -> str:
+    """A target's cell in RESULTS.md: what was wanted, and whether this run met it."""
+    return f"{recorded['wanted']}: {'met' if recorded['met'] else 'NOT met'}"

@@ -61,7 +61,9 @@ def run(quick: bool = False) -> dict:
                        "handled": sum(c["outcome"] == "passed" for c in chosen),
                        "not_handled": [f"{c['id']} ({c['outcome']})" for c in chosen if c["outcome"] != "passed"],
                        "seconds": sum(c["seconds"] for c in chosen)}
-    return {"name": NAME, "date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "kinds": kinds}
+    return {"name": NAME, "date": datetime.date.today().isoformat(), "cpus": os.cpu_count(), "kinds": kinds,
+            "targets": [common.target(f"Reliability: {kind}", "all handled", k["tried"] and k["handled"] == k["tried"])
+                        for kind, k in kinds.items()]}
 
 
 def table_rows(result: dict) -> list[str]:

@@ -3,6 +3,9 @@
 `python bench/run.py NAME...` runs some of them (their JSON only: RESULTS.md is written by a full run,
 so that every figure in it comes from the same invocation); `--quick` is a smoke run of the harness
 with small sizes, written nowhere.
+
+A run exits 1 when a figure misses its target, naming each; `--check` runs nothing and judges the results
+the last run left in bench/results/ the same way (a benchmark with no result there is a miss too).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ NAMES = ["cli_latency", "example_gen", "transform", "e2e_taxi", "evaluator", "in
 # figures that compare nothing side by side (counts): run alone, they update their part of RESULTS.md
 SPLICED = {"reliability": ("| Reliability:", "### Reliability")}
 HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results")
 
 
 def _versions() -> str:
@@ -55,20 +59,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run: {', '.join(NAMES)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="a smoke run with small sizes; writes nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="run nothing: judge the results in bench/results/ against their targets")
     args = parser.parse_args()
     names = args.names or NAMES
     unknown = sorted(set(names) - set(NAMES))
     if unknown:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(NAMES)}")
+    if args.check:
+        sys.exit(_report(_stored(names)))
     start = time.monotonic()
+    results = []
     rows, sections = [], []
     for name in names:
         bench = importlib.import_module(name)
         print(f"> {name}", flush=True)
         result = bench.run(quick=args.quick)
+        results.append(result)
         if not args.quick:
-            os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-            with open(os.path.join(HERE, "results", f"{name}.json"), "w") as handle:
+            os.makedirs(RESULTS, exist_ok=True)
+            with open(os.path.join(RESULTS, f"{name}.json"), "w") as handle:
                 json.dump(result, handle, indent=2)
         rows.extend(bench.table_rows(result))
         if hasattr(bench, "details"):
@@ -81,6 +91,34 @@ def main() -> None:
     elif set(names) <= set(SPLICED) and not args.quick:
         _splice(rows, sections, names)
     print(text)
+    if not args.quick:
+        sys.exit(_report([(name, result.get("targets")) for name, result in zip(names, results, strict=True)]))
+
+
+def _stored(names: list[str], folder: str = RESULTS) -> list[tuple[str, list[dict] | None]]:
+    """Each benchmark's targets as its last run recorded them (None: no result, or one without targets)."""
+    stored = []
+    for name in names:
+        path = os.path.join(folder, f"{name}.json")
+        if not os.path.exists(path):
+            stored.append((name, None))
+            continue
+        with open(path) as handle:
+            stored.append((name, json.load(handle).get("targets")))
+    return stored
+
+
+def _report(judged: list[tuple[str, list[dict] | None]]) -> int:
+    """Print every missed target, naming its benchmark and figure; 1 if any was missed, else 0."""
+    missed = [f"{name}: no result with targets in bench/results/{name}.json; run `python bench/run.py {name}`"
+              for name, targets in judged if targets is None]
+    missed += [f"{name}: {t['figure']}: {t['wanted']}: NOT met" for name, targets in judged for t in targets or []
+               if not t["met"]]
+    met = sum(t["met"] for _, targets in judged for t in targets or [])
+    for line in missed:
+        print(f"MISSED {line}", file=sys.stderr)
+    print(f"targets met: {met}; missed: {len(missed)}", file=sys.stderr)
+    return 1 if missed else 0
 
 
 def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:

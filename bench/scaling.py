@@ -1,10 +1,10 @@
-"""Scaling with data: `tfxd run examples/taxi.yaml --to Trainer` (1 epoch) at 10k, 100k and 1M taxi-shaped
+"""Scaling with data: `tfxd run examples/taxi.yaml --to Trainer` (1 epoch) at 100k, 1M and 5M taxi-shaped
 rows, made by resampling the real rows with jitter (seeded, cached per size and seed).
 
 Figure: ExampleGen + Transform + Trainer seconds per 10k rows added from one size to the next (the
 marginal cost: the fixed start-up of each run cancels out, so the figure can fail).
-Target (issue 19): the marginal cost from 100k to 1M within 1.2x of the one from 10k to 100k, and the peak
-RSS of the whole `tfxd` process tree at 1M within 1.1x of the one at 100k (memory flat in the data).
+Target (issue 33): the marginal cost from 1M to 5M not above the one from 100k to 1M, and the peak RSS of
+the whole `tfxd` process tree at 5M within 1.1x of the one at 1M (memory flat in the data).
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import os
 import common
 
 NAME = "scaling"
-SIZES = [10_000, 100_000, 1_000_000]
+SIZES = [100_000, 1_000_000, 5_000_000]
 QUICK_SIZES = [2_000, 10_000, 20_000]
 SEED = 20240501
 CHUNK = 50_000  # rows generated and written at a time
-COST_TARGET = 1.2  # marginal cost per row of the last size step over the one of the step before
+COST_TARGET = 1.0  # marginal cost per row of the last size step over the one of the step before
 RSS_TARGET = 1.1  # peak RSS at the largest size over the one at the size before
 FIGURE = ("ExampleGen", "Transform", "Trainer")
 # The spec's default (beam.workers 0) runs Beam in memory below 64 MB of input and with a worker per CPU
@@ -116,11 +116,11 @@ def run(quick: bool = False) -> dict:
         "marginal_per_10k_s": marginal,
         "ratio": common.stats([ratio]),  # one run per size
         "rss_ratio": rss_ratio,
-        "linear": ratio <= COST_TARGET,
-        "bounded": rss_ratio <= RSS_TARGET,
-        "target": f"marginal s per 10k rows {list(marginal)[-1]} <= {COST_TARGET}x the one {list(marginal)[-2]}; "
-                  f"peak RSS at {_rows(big['rows'])} <= {RSS_TARGET}x the one at {_rows(base['rows'])}",
-        "met": ratio <= COST_TARGET and rss_ratio <= RSS_TARGET,
+        "targets": [
+            common.target("Scaling: marginal cost", f"marginal s per 10k rows {list(marginal)[-1]} <= {COST_TARGET}x "
+                          f"the one {list(marginal)[-2]}", ratio <= COST_TARGET),
+            common.target("Scaling: memory", f"peak RSS at {_rows(big['rows'])} <= {RSS_TARGET}x the one at "
+                          f"{_rows(base['rows'])}", rss_ratio <= RSS_TARGET)],
     }
 
 
@@ -137,7 +137,7 @@ def table_rows(result: dict) -> list[str]:
             f"| {big_cost:.2f} s, {big['peak_rss_mb']:.0f} MB "
             f"| {small_cost:.2f} s, {base['peak_rss_mb']:.0f} MB "
             f"| {common.md_ratio(result['ratio'])} (RSS {result['rss_ratio']:.2f}x) "
-            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
+            f"| {'; '.join(common.judged(t) for t in result['targets'])} |"]
 
 
 def details(result: dict) -> str:
