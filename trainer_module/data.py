@@ -42,7 +42,7 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
     data = data.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     prefetch = input_spec["prefetch"]
     data = data.prefetch(tf.data.AUTOTUNE if prefetch == "auto" else prefetch)
-    return data.with_options(_options(plan))
+    return data.with_options(_options(plan, seed))
 
 
 MEMORY_CACHE_LIMIT_BYTES = 64 << 20  # compressed: a few times that in memory, whatever the data's size
@@ -72,10 +72,14 @@ def _records(name: Any) -> Any:
     return tf.data.TFRecordDataset(name, compression_type=compression)
 
 
-def _options(plan: Plan) -> Any:
+def _options(plan: Plan, seed: int | None) -> Any:
+    """The shard policy the plan chose; without a seed, tf.data may hand out elements in the order they
+    are ready (interleaved files, parallel parses) rather than wait for the next one in order, as a
+    hand-written input pipeline does: with no seed the order is random anyway."""
     import tensorflow as tf
 
     options = tf.data.Options()
+    options.deterministic = seed is not None
     policy = {"file": tf.data.experimental.AutoShardPolicy.FILE,
               "data": tf.data.experimental.AutoShardPolicy.DATA,
               "off": tf.data.experimental.AutoShardPolicy.OFF}[plan.shard_policy]
