@@ -5,10 +5,15 @@ one process doing only the unavoidable work (pyarrow reads the CSV, tfx_bsl's C+
 tf.Examples, TensorFlow writes them as gzipped TFRecords).
 
 Target (issue 19): tfxd's component time at most 1/8 of TFX's.
+
+Beside them, in the same pairs, tfxd's ExampleGen on the same rows as JSON lines and as Parquet (row groups
+of 64Ki rows), made once from the CSV by pyarrow (empty cells missing). Target (issue 33): each format's
+rows/s within 1.5x of CSV's (its component time at most 1.5 times CSV's).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -21,6 +26,9 @@ ROWS = 500_000
 PAIRS = 3
 WORKERS = 2
 TARGET_RATIO = 1 / 8
+FORMATS = ("jsonl", "parquet")
+FORMAT_TARGET = 1.5
+ROW_GROUP_ROWS = 1 << 16
 BEAM_ARGS = ["--runner=DirectRunner", "--direct_running_mode=multi_processing", f"--direct_num_workers={WORKERS}"]
 
 # TFX's side: its CsvExampleGen, nothing else, as a user would write it (default 2:1 hash-bucket split).
@@ -46,13 +54,34 @@ def _data(rows: int) -> str:
     return folder
 
 
-def _run_tfxd(data: str, index: int) -> dict:
+def _format_copy(data_format: str, rows: int) -> str:
+    """The CSV's rows as JSON lines or Parquet, made once per size: pyarrow's reading of the CSV, with
+    empty cells missing (as tfxd reads them), written as one JSON object per line or as Parquet."""
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    path = os.path.join(common.scratch(f"example-gen/data-{rows}-{data_format}", fresh=False), f"data.{data_format}")
+    if os.path.exists(path):
+        return path
+    table = pcsv.read_csv(scaling.taxi_rows(rows), convert_options=pcsv.ConvertOptions(strings_can_be_null=True))
+    if data_format == "parquet":
+        pq.write_table(table, path + ".tmp", row_group_size=ROW_GROUP_ROWS)
+    else:
+        with open(path + ".tmp", "w") as out:
+            for batch in table.to_batches(max_chunksize=ROW_GROUP_ROWS):
+                out.writelines(json.dumps(row) + "\n" for row in batch.to_pylist())
+    os.replace(path + ".tmp", path)
+    return path
+
+
+def _run_tfxd(path: str, index: int, data_format: str = "csv") -> dict:
     root = common.scratch("example-gen/tfxd-root")
-    sets = [f"root={root}", f"data.path={os.path.join(data, 'data.csv')}", f"beam.workers={WORKERS}"]
+    sets = [f"root={root}", f"data.path={path}", f"data.format={data_format}", f"beam.workers={WORKERS}"]
     command = [common.TFXD, "run", common.TAXI_SPEC, "--to", "ExampleGen",
                *[arg for value in sets for arg in ("--set", value)]]
     result = common.measure(command, cwd=common.REPO,
-                            log=os.path.join(common.scratch("example-gen/logs", fresh=False), f"tfxd-{index}.log"))
+                            log=os.path.join(common.scratch("example-gen/logs", fresh=False),
+                                             f"tfxd-{data_format}-{index}.log"))
     summary = common.run_summary(root)
     component = next(c["seconds"] for c in summary["components"] if c["name"] == "ExampleGen")
     return {**result, "component_s": component, "examples": sum(summary["examples"]["splits"].values())}
@@ -104,23 +133,41 @@ def run(quick: bool = False) -> dict:
     rows = 20_000 if quick else ROWS
     pairs = 1 if quick else PAIRS
     data = _data(rows)
+    copies = {data_format: _format_copy(data_format, rows) for data_format in FORMATS}
     tfxd, tfx = [], []
+    formats: dict[str, list[dict]] = {data_format: [] for data_format in FORMATS}
     for index in range(pairs):
-        tfxd.append(_run_tfxd(data, index))
+        tfxd.append(_run_tfxd(os.path.join(data, "data.csv"), index))
         tfx.append(_run_tfx(data, index))
+        for data_format, path in copies.items():
+            formats[data_format].append(_run_tfxd(path, index, data_format))
         print(f"  pair {index + 1}: tfxd ExampleGen {tfxd[-1]['component_s']:.1f} s, "
-              f"TFX CsvExampleGen {tfx[-1]['component_s']:.1f} s", flush=True)
+              f"TFX CsvExampleGen {tfx[-1]['component_s']:.1f} s; "
+              + ", ".join(f"{name} {runs[-1]['component_s']:.1f} s" for name, runs in formats.items()), flush=True)
     floor = _floor(data)
     ratio = common.stats([a["component_s"] / b["component_s"] for a, b in zip(tfxd, tfx, strict=True)])
     tfxd_s = common.stats([r["component_s"] for r in tfxd])
+    by_format = {name: _against_csv(runs, tfxd, rows) for name, runs in formats.items()}
     return {
         "name": NAME, "rows": rows, "pairs": pairs, "workers": WORKERS, "quick": quick,
         "tfxd": tfxd, "tfx": tfx, "floor": floor,
         "tfxd_component_s": tfxd_s, "tfx_component_s": common.stats([r["component_s"] for r in tfx]),
         "tfxd_rows_per_s": rows / tfxd_s["median"],
         "ratio": ratio, "target": "tfxd's component time <= 1/8 of TFX's",
-        "met": ratio["median"] <= TARGET_RATIO,
+        "met": ratio["median"] <= TARGET_RATIO, "formats": by_format,
+        "targets": [common.target("ExampleGen: tfxd vs TFX's CsvExampleGen", "tfxd's component time <= 1/8 of TFX's",
+                                  ratio["median"] <= TARGET_RATIO),
+                    *[common.target(f"ExampleGen: {name} vs CSV", f"{name} rows/s within {FORMAT_TARGET}x of CSV's",
+                                    result["met"]) for name, result in by_format.items()]],
     }
+
+
+def _against_csv(runs: list[dict], csv_runs: list[dict], rows: int) -> dict:
+    """A format's component seconds, rows/s and pair-by-pair time ratio to CSV's (the target's figure)."""
+    ratio = common.stats([a["component_s"] / b["component_s"] for a, b in zip(runs, csv_runs, strict=True)])
+    seconds = common.stats([r["component_s"] for r in runs])
+    return {"runs": runs, "component_s": seconds, "rows_per_s": rows / seconds["median"], "ratio": ratio,
+            "met": ratio["median"] <= FORMAT_TARGET}
 
 
 def table_rows(result: dict) -> list[str]:
@@ -132,7 +179,15 @@ def table_rows(result: dict) -> list[str]:
             f"| {b['median']:.1f} s (min {b['min']:.1f}, max {b['max']:.1f}); "
             f"floor {result['floor']['rows_per_s']:,.0f} rows/s in one process "
             f"| {common.md_ratio(result['ratio'], 3)} "
-            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |"]
+            f"| {result['target']}: {'met' if result['met'] else 'NOT met'} |",
+            *[f"| ExampleGen: the same rows as {name}, tfxd vs tfxd on the CSV, {result['workers']} Beam worker "
+              f"processes (in the same pairs; component seconds) "
+              f"| {f['component_s']['median']:.1f} s (min {f['component_s']['min']:.1f}, max "
+              f"{f['component_s']['max']:.1f}); {f['rows_per_s']:,.0f} rows/s "
+              f"| {a['median']:.1f} s; {result['tfxd_rows_per_s']:,.0f} rows/s "
+              f"| {common.md_ratio(f['ratio'])} "
+              f"| {name} rows/s within {FORMAT_TARGET}x of CSV's: {'met' if f['met'] else 'NOT met'} |"
+              for name, f in result["formats"].items()]]
 
 
 def details(result: dict) -> str:
@@ -153,4 +208,12 @@ def details(result: dict) -> str:
               "passes over Arrow batches, records assembled as bytes by column and written by the file's "
               "element; Beam workers that no longer import TFX; a large file cut into 16 MB chunks at line ends, which "
               "Beam spreads over its workers (one file was one element, read by one worker)."]
+    lines += ["", f"The same rows as JSON lines and as Parquet (row groups of {ROW_GROUP_ROWS:,} rows), read by tfxd "
+              "in the same pairs, column-wise as CSV is (JSON lines in 16 MB chunks at line ends, Parquet in "
+              "runs of row groups of about 16 MB of data):", "",
+              "| pair | CSV s | " + " | ".join(f"{name} s" for name in result["formats"]) + " |",
+              "|---|---|" + "---|" * len(result["formats"])]
+    for index, csv_run in enumerate(result["tfxd"]):
+        lines.append(f"| {index + 1} | {csv_run['component_s']:.1f} | "
+                     + " | ".join(f"{f['runs'][index]['component_s']:.1f}" for f in result["formats"].values()) + " |")
     return "\n".join(lines)

@@ -1,11 +1,12 @@
-"""ExampleGen for CSV files, column-wise, on Beam: a chunk of a file is an element, read twice.
+"""ExampleGen for CSV, JSON lines and Parquet files, column-wise, on Beam: a piece of a file is an
+element, read twice.
 
-A large file is cut into byte ranges (csv_chunks) that Beam spreads over its workers. The first pass
-finds each chunk's column kinds (merged into one set for all files, as the row-wise
-pipeline does); the second converts the file batch by batch (csv_columns), splits each record by TFX's
-own rule (the SHA-256 of its serialized bytes into hash buckets) or by its file's split, and writes
-gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
-moving rows between Beam stages. A file the column-wise reader cannot read exactly is read row by row
+A large file is cut into pieces (column_sources: byte ranges of CSV and JSON lines, runs of Parquet row
+groups) that Beam spreads over its workers. The first pass finds each piece's column kinds (merged into
+one set for all files, as the row-wise pipeline does); the second converts the piece batch by batch
+(csv_columns' encoder), splits each record by TFX's own rule (the SHA-256 of its serialized bytes into
+hash buckets) or by its file's split, and writes gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
+moving rows between Beam stages. A piece the column-wise reader cannot read exactly is read row by row
 (records), with bad records named or skipped and counted as before.
 """
 
@@ -24,44 +25,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfxd.components.example_gen import csv_chunks, csv_columns, input_files, records
+from tfxd.components.example_gen import column_sources, csv_chunks, csv_columns, records
 from tfxd.reader_config import ReaderConfig
 
 BAD = "bad"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
 
 
-def _opener(piece: csv_chunks.Piece):
-    """The opener of a piece and the offset of its line numbers in its file; None for a
-    chunk with no line on it."""
-    _, path, _, _, start, end = piece
-    if end is None:
-        return input_files.open_file, lambda: 0
-    chunk_text = csv_chunks.text(path, input_files.open_file, start, end)
-    if chunk_text is None:
-        return None
-    return csv_chunks.opener_of(chunk_text), lambda: csv_chunks.line_offset(path, input_files.open_file, start)
-
-
 class _FileKinds(beam.DoFn):
     """A piece of a file -> its {column: kind} (bad records are left to the second pass)."""
 
-    def __init__(self, numeric: list[str]) -> None:
+    def __init__(self, data_format: str, numeric: list[str]) -> None:
+        self._source = column_sources.SOURCES[data_format]
         self._numeric = frozenset(numeric)
 
     def process(self, piece: csv_chunks.Piece):
-        path, opened = piece[1], _opener(piece)
-        if opened is None:
-            return
-        opener = opened[0]
+        found: dict[str, str | None] = {}
         try:
-            names = csv_columns.header(path, opener)
-            found: dict[str, str | None] = dict.fromkeys(names)
-            for batch in csv_columns.batches(path, opener, names):
+            for batch in self._source.batches(piece):
                 found = records.TypeInferenceState.merge([found, csv_columns.kinds(batch, self._numeric)])
         except csv_columns.NotColumnar:
             found = {}
-            for row in records.read_csv(path, opener):
+            for row in self._source.rows(piece):
                 if isinstance(row, records.Row):
                     records.TypeInferenceState.add(found, row.values, self._numeric)
         yield found
@@ -88,6 +73,7 @@ class _WriteFile(beam.DoFn):
 
     def __init__(self, config: ReaderConfig, split_uris: dict[str, str], buckets: list[tuple[str, int]],
                  temp_dir: str) -> None:
+        self._source = column_sources.SOURCES[config.format]
         self._pinned = config.columns
         self._label = config.label
         self._skip_bad = config.skips_bad_records
@@ -97,16 +83,11 @@ class _WriteFile(beam.DoFn):
         self._temp_dir = temp_dir
 
     def process(self, piece: csv_chunks.Piece, seen: dict[str, str | None]):
-        index, path, split, part = piece[:4]
-        opened = _opener(piece)
-        if opened is None:
-            return
-        opener, line_offset = opened
+        index, _, split, part = piece[:4]
         types = records.final_types(seen, self._pinned)
         output = _Output(self._temp_dir, index, part)
         try:
-            names = csv_columns.header(path, opener)
-            for batch in csv_columns.batches(path, opener, names):
+            for batch in self._source.batches(piece):
                 examples = csv_columns.example_bytes(batch, types, self._label)
                 listed = examples.to_pylist()
                 splits = [split] * len(listed) if split else [self._split_of(example) for example in listed]
@@ -114,13 +95,12 @@ class _WriteFile(beam.DoFn):
         except csv_columns.NotColumnar:
             output.discard()
             output = _Output(self._temp_dir, index, part)
-            for bad_reason in self._row_by_row(path, opener, line_offset(), split, types, output):
+            for bad_reason in self._row_by_row(piece, split, types, output):
                 yield beam.pvalue.TaggedOutput(BAD, bad_reason)
         yield from output.publish(self._split_uris)
 
-    def _row_by_row(self, path: str, opener: input_files.Opener, line_offset: int, split: str, types: dict[str, str],
-                    output: _Output):
-        for row in records.read_csv(path, opener, line_offset):
+    def _row_by_row(self, piece: csv_chunks.Piece, split: str, types: dict[str, str], output: _Output):
+        for row in self._source.rows(piece):
             if isinstance(row, records.Row):
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:
@@ -144,7 +124,7 @@ class _WriteFile(beam.DoFn):
 class _Output:
     """One gzipped TFRecord file per split for one piece of an input file, under a temporary name until published.
     Written with Beam's filesystems and TFRecord framing of its own: a Beam worker never imports TensorFlow
-    (seconds per worker process) to read CSV."""
+    (seconds per worker process) to read its files."""
 
     def __init__(self, temp_dir: str, index: int, part: int) -> None:
         self._temp_dir = temp_dir
@@ -241,13 +221,13 @@ def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[st
              split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
     (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
-    ``chunk_bytes`` in chunks where that is exact. Returns the PCollections of {split: count}, the bad
-    records' reasons and the merged {column: kind}."""
+    ``chunk_bytes`` in pieces (column_sources) where that is exact. Returns the PCollections of
+    {split: count}, the bad records' reasons and the merged {column: kind}."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
-              | "Chunks" >> beam.FlatMap(csv_chunks.pieces, input_files.open_file, chunk_bytes)
-              | "Spread" >> beam.Reshuffle())  # the chunks of one file to every worker
-    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(list(config.numeric)))
+              | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes)
+              | "Spread" >> beam.Reshuffle())  # the pieces of one file to every worker
+    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
             | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
     written = (pieces
                | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir),

@@ -4,7 +4,9 @@ A chunk owns the lines that start inside its range: it skips the end of the line
 chunk before finishes that one) and reads past its own end to finish its last line, so every line is
 read exactly once, whatever the chunk size. That is exact only where every newline ends a record: a
 file with a quote character (a quoted field may hold a newline), a carriage return (a line ending
-other than "\\n"), or a compressed file (no seeking) is one chunk, read whole as before.
+other than "\\n"), or a compressed file (no seeking) is one chunk, read whole as before. JSON lines are
+cut the same way, with no header and no scan: a JSON text holds no raw newline, so every newline ends a
+line the row-wise reader reads alone.
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ WHOLE = (0, None)  # (start, end) of a file read whole
 Piece = tuple[int, str, str, int, int, "int | None"]  # (index, path, split, part, start, end): an element
 
 
-def ranges(path: str, opener: Opener, chunk_bytes: int) -> list[tuple[int, int | None]]:
+def ranges(path: str, opener: Opener, chunk_bytes: int, scan: bool = True) -> list[tuple[int, int | None]]:
     """The (start, end) byte ranges ``path`` is read in: ``[WHOLE]`` unless it is uncompressed, larger
-    than ``chunk_bytes`` and free of quotes and carriage returns (one quick pass over the bytes)."""
+    than ``chunk_bytes`` and (``scan``: CSV) free of quotes and carriage returns (one quick pass over the
+    bytes)."""
     from apache_beam.io.filesystems import FileSystems
 
     if compressed(path):
@@ -31,17 +34,17 @@ def ranges(path: str, opener: Opener, chunk_bytes: int) -> list[tuple[int, int |
     if size <= chunk_bytes:
         return [WHOLE]
     with opener(path) as raw:
-        while block := raw.read(_SCAN_BYTES):
+        while scan and (block := raw.read(_SCAN_BYTES)):
             if b'"' in block or b"\r" in block:
                 return [WHOLE]
     return [(start, min(start + chunk_bytes, size)) for start in range(0, size, chunk_bytes)]
 
 
-def text(path: str, opener: Opener, start: int, end: int) -> tuple[bytes, bytes] | None:
-    """The header line and the lines that start in [start, end); None when no line with anything on it
-    starts there."""
+def text(path: str, opener: Opener, start: int, end: int, header_line: bool = True) -> tuple[bytes, bytes] | None:
+    """The header line (b"" without ``header_line``: JSON lines) and the lines that start in [start, end);
+    None when no line with anything on it starts there."""
     with opener(path) as raw:
-        header = raw.readline()
+        header = raw.readline() if header_line else b""
         if start > 0:
             raw.seek(start - 1)
             raw.readline()  # the rest of the line the byte before ``start`` is in (just "\n" at a line start)
@@ -51,7 +54,7 @@ def text(path: str, opener: Opener, start: int, end: int) -> tuple[bytes, bytes]
             body += raw.readline()
     if not body.strip(b"\n"):
         return None
-    return header if header.endswith(b"\n") else header + b"\n", body
+    return header if header.endswith(b"\n") or not header_line else header + b"\n", body
 
 
 def opener_of(chunk_text: tuple[bytes, bytes]) -> Opener:
@@ -60,9 +63,9 @@ def opener_of(chunk_text: tuple[bytes, bytes]) -> Opener:
     return lambda _path: io.BytesIO(joined)
 
 
-def line_offset(path: str, opener: Opener, start: int) -> int:
-    """What to add to a line number in the chunk's text (its header is line 1) to get the line number in
-    the file: counted only when a chunk is read row by row, to name a bad record's line."""
+def line_offset(path: str, opener: Opener, start: int, header_line: bool = True) -> int:
+    """What to add to a line number in the chunk's text (its header, if ``header_line``, is line 1) to get
+    the line number in the file: counted only when a chunk is read row by row, to name a bad record's line."""
     if start == 0:
         return 0
     newlines, remaining = 0, start
@@ -73,7 +76,7 @@ def line_offset(path: str, opener: Opener, start: int) -> int:
         raw.seek(start - 1)
         if raw.read(1) != b"\n":
             newlines += 1  # the chunk's first line is the one after the line ``start`` falls in
-    return newlines - 1  # the chunk text's first line after its header is line 2
+    return newlines - 1 if header_line else newlines  # the chunk text's first line after its header is line 2
 
 
 def pieces(item: tuple[int, str, str], opener: Opener, chunk_bytes: int) -> Iterator[Piece]:

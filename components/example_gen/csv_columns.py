@@ -70,12 +70,13 @@ def batches(path: str, opener: Opener, names: list[str]) -> Iterator[pa.RecordBa
 
 def kinds(batch: pa.RecordBatch, numeric: frozenset[str]) -> dict[str, str | None]:
     """Column -> the widest kind of its values in ``batch``, as ``records.TypeInferenceState.add`` finds
-    it: numbers by pattern, the rest by ``records.kind_of`` on the distinct values."""
+    it: texts' numbers by pattern, the rest by ``records.kind_of`` on the distinct values; a typed column
+    (typed_columns: int64, float64, binary) is of its type's kind; a list column of its items' kind."""
     found: dict[str, str | None] = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
-        values = column.drop_null()
+        values = (column.flatten() if pa.types.is_list(column.type) else column).drop_null()
         seen: set[str | None] = set()
-        quick = _quick_kind(values) if len(values) else None
+        quick = _TYPED_KINDS.get(values.type) or _quick_kind(values) if len(values) else None
         if quick:
             seen.add(quick)
         elif len(values):
@@ -88,10 +89,13 @@ def kinds(batch: pa.RecordBatch, numeric: frozenset[str]) -> dict[str, str | Non
                 seen.add("float")
             others = values.filter(pc.invert(pc.or_(is_float, is_nan)))
             seen |= {records.kind_of(value) for value in pc.unique(others).to_pylist()}
-            if name in numeric:
-                seen.discard("string")
+        if name in numeric:
+            seen.discard("string")
         found[name] = records.widest(seen)
     return found
+
+
+_TYPED_KINDS = {pa.int64(): "int", pa.float64(): "float", pa.binary(): "string"}
 
 
 def _quick_kind(values: pa.Array) -> str | None:
@@ -110,6 +114,13 @@ def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: LabelChec
         kind = types[name]
         index = batch.schema.get_field_index(name)
         column = batch.column(index) if index >= 0 else pa.nulls(batch.num_rows, pa.string())
+        if pa.types.is_list(column.type):
+            values = pa.ListArray.from_arrays(column.offsets, _typed(name, column.flatten(), kind),
+                                              mask=column.is_null())
+            if label and name == label.column and kind != "string":
+                _check_classes(values.flatten(), label)
+            cells.append(pc.fill_null(_list_entry(name, values, kind), _EMPTY))
+            continue
         values = _typed(name, column, kind)
         if label and name == label.column and kind != "string":
             _check_classes(values, label)
@@ -125,6 +136,8 @@ def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: LabelChec
 def _typed(name: str, column: pa.Array, kind: str) -> pa.Array:
     """The column as its kind: strings as their UTF-8 bytes; numbers parsed, NaN texts missing. Anything
     else (words in a number column, infinities, integers beyond 64 bits) is left to the row-wise reader."""
+    if column.type != pa.string():
+        return _typed_values(name, column, kind)
     if kind == "string":
         return column.cast(pa.binary())
     try:  # the common case: every value parses (a NaN text in a float column too, made missing below)
@@ -135,6 +148,30 @@ def _typed(name: str, column: pa.Array, kind: str) -> pa.Array:
         return numbers
     numbers = pc.if_else(pc.is_nan(numbers), pa.scalar(None, pa.float64()), numbers)
     return _finite_float32(name, numbers)
+
+
+def _typed_values(name: str, column: pa.Array, kind: str) -> pa.Array:
+    """``_typed`` for a typed column (typed_columns): an int64 as any kind (``str`` of an int is Arrow's
+    text of it), a float64 as float, or as int where every value is a whole number below 2**53 (JSON
+    read the same double from an integer's text as Python's ``int`` holds), binary as string; else the
+    row-wise reader decides (``repr`` of a float, ``int`` of bytes)."""
+    if column.null_count == len(column):
+        return pa.nulls(len(column), {"int": pa.int64(), "float": pa.float32()}.get(kind, pa.binary()))
+    if column.type == pa.int64():
+        if kind == "float":
+            return _finite_float32(name, column.cast(pa.float64(), safe=False))  # rounded to nearest, as float()
+        return column.cast(pa.string()).cast(pa.binary()) if kind == "string" else column
+    if column.type == pa.float64() and kind == "float":
+        return _finite_float32(name, column)
+    if (column.type == pa.float64() and kind == "int"
+            and pc.all(pc.fill_null(pc.less(pc.abs(column), float(2**53)), True)).as_py()):
+        try:
+            return column.cast(pa.int64())
+        except pa.ArrowInvalid:
+            pass  # a fraction: not an integer, a bad record
+    if column.type == pa.binary() and kind == "string":
+        return column
+    raise NotColumnar(f"column {name!r}: {column.type} values as {kind}")
 
 
 def _typed_by_pattern(name: str, column: pa.Array, kind: str) -> pa.Array:
@@ -203,6 +240,32 @@ def _feature_entry(name: str, values: pa.Array, kind: str) -> pa.Array:
             _varints(1 + _varint_sizes(listed_size) + listed_size), pa.scalar(b"\x0a", pa.binary()),
             _varints(listed_size), pa.scalar(b"\x0a", pa.binary()), _varints(size), data, _EMPTY)
         cells = _entry(key_field, feature)
+    return pc.if_else(values.is_valid(), cells, pa.scalar(None, pa.binary()))
+
+
+def _list_entry(name: str, values: pa.ListArray, kind: str) -> pa.Array:
+    """``_feature_entry`` for a list column (typed_columns; no list is empty): the values of a row packed
+    (float_list, int64_list: 0x0A len(packed) packed) or each a bytes_list item (0x0A len(item) item)."""
+    items = values.flatten()
+    if kind == "float":
+        pieces = fixed_width(np.frombuffer(items.to_numpy(zero_copy_only=False).astype("<f4").tobytes(),
+                                           np.uint8).reshape(-1, 4))
+    elif kind == "int":
+        pieces = _varints(items.to_numpy(zero_copy_only=False))
+    else:
+        pieces = pc.binary_join_element_wise(pa.scalar(b"\x0a", pa.binary()), _varints(
+            pc.binary_length(items).to_numpy(zero_copy_only=False)), items, _EMPTY)
+    joined = pc.binary_join(pa.ListArray.from_arrays(values.offsets, pieces), _EMPTY)
+    if kind != "string":
+        joined = pc.binary_join_element_wise(pa.scalar(b"\x0a", pa.binary()), _varints(
+            pc.binary_length(joined).to_numpy(zero_copy_only=False)), joined, _EMPTY)
+    tag = {"float": b"\x12", "int": b"\x1a"}.get(kind, b"\x0a")
+    feature = pc.binary_join_element_wise(pa.scalar(tag, pa.binary()), _varints(
+        pc.binary_length(joined).to_numpy(zero_copy_only=False)), joined, _EMPTY)
+    sized = pc.binary_join_element_wise(_varints(pc.binary_length(feature).to_numpy(zero_copy_only=False)),
+                                        feature, _EMPTY)
+    key = name.encode("utf-8")
+    cells = _entry(b"\x0a" + _varint(len(key)) + key + b"\x12", sized)
     return pc.if_else(values.is_valid(), cells, pa.scalar(None, pa.binary()))
 
 

@@ -124,10 +124,11 @@ def _undecodable(text: str) -> bool:
     return any("\udc80" <= char <= "\udcff" for char in text)
 
 
-def read_jsonl(path: str, opener: Opener) -> Iterator[Row | Bad]:
+def read_jsonl(path: str, opener: Opener, line_offset: int = 0) -> Iterator[Row | Bad]:
+    """The rows of a JSON lines file; ``line_offset`` as in ``read_csv``."""
     rows = 0
     with opener(path) as raw:
-        for number, line in enumerate(raw, start=1):
+        for number, line in enumerate(raw, start=1 + line_offset):
             location = f"{path}:{number}"
             try:
                 text = line.decode("utf-8")
@@ -151,13 +152,16 @@ def read_jsonl(path: str, opener: Opener) -> Iterator[Row | Bad]:
         raise InputError(f"{path} is empty: JSON Lines needs one object per line")
 
 
-def read_parquet(path: str, opener: Opener) -> Iterator[Row | Bad]:
+def read_parquet(path: str, opener: Opener, groups: tuple[int, int] | None = None) -> Iterator[Row | Bad]:
+    """The rows of a Parquet file, or of its row groups [first, end) (a piece of it, parquet_columns),
+    numbered as in the whole file."""
     import pyarrow.parquet as pq
 
-    rows = 0
     with opener(path) as raw:
         parquet = pq.ParquetFile(raw)
-        for batch in parquet.iter_batches(batch_size=4096):
+        first, end = groups or (0, parquet.num_row_groups)
+        rows = sum(parquet.metadata.row_group(group).num_rows for group in range(first))
+        for batch in parquet.iter_batches(batch_size=4096, row_groups=list(range(first, end))):
             for record in batch.to_pylist():
                 location = f"{path}#{rows}"
                 rows += 1
