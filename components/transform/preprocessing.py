@@ -7,13 +7,13 @@ is implemented in ``_transform``.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import tensorflow as tf
 import tensorflow_transform as tft
 
 from tfxd import keys
+from tfxd.components.transform.analyzers import Statistics, analyzed, epsilon
 from tfxd.components.transform.expressions_tf import compile_expression
 
 
@@ -22,7 +22,7 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
     features = custom_config[keys.FEATURES]
     raws = {feature["name"]: compile_expression(feature["expr"], columns.get) if feature.get("expr")
             else columns.get(feature["name"]) for feature in features}
-    statistics = _Statistics(features, raws)
+    statistics = Statistics(features, raws)
     outputs: dict[str, tf.Tensor] = {feature["name"]: _transform(feature["name"], raws[feature["name"]], feature,
                                                                  statistics) for feature in features}
     label = custom_config[keys.LABEL]
@@ -81,64 +81,9 @@ def _cast_values(tensor: Any, dtype: tf.DType) -> Any:
     return tf.cast(tensor, dtype)
 
 
-NUMERIC = ("zscore", "minmax", "log", "bucketize", "categorical", "identity")
-
-
-class _Statistics:
-    """The mean, variance, min and max of every single-valued numeric feature, from one analyzer each over
-    all of them stacked as columns (tf.Transform ignores NaN, so each column's figures are over the values
-    present). One analyzer per figure instead of three or four per feature: tf.Transform builds Beam stages
-    per analyzer, and with 30 features those stages, not the data, were most of Transform's time."""
-
-    def __init__(self, features: list[dict[str, Any]], raws: dict[str, tf.Tensor]) -> None:
-        self._index: dict[str, int] = {}
-        analyzed: list[tf.Tensor] = []
-        for feature in features:
-            name, raw = feature["name"], raws[feature["name"]]
-            if feature["transform"] in NUMERIC and raw.dtype != tf.string and raw.shape.rank == 1:
-                self._index[name] = len(analyzed)
-                analyzed.append(_analyzed(tf.cast(raw, tf.float64), feature.get("fill")))
-        self._mean: tf.Tensor | None = None
-        self._variance: tf.Tensor | None = None
-        self._min: tf.Tensor | None = None
-        self._max: tf.Tensor | None = None
-        if analyzed:
-            stacked = tf.stack(analyzed, axis=1)
-            self._mean, self._variance = (_columnwise(analyzer, stacked) for analyzer in (tft.mean, tft.var))
-            if any(feature["transform"] == "minmax" and feature["name"] in self._index for feature in features):
-                # unlike mean and var, min and max keep NaN: a missing value is made one they pass over
-                missing = tf.math.is_nan(stacked)
-                self._min = _columnwise(tft.min, tf.where(missing, tf.constant(math.inf, tf.float64), stacked))
-                self._max = _columnwise(tft.max, tf.where(missing, tf.constant(-math.inf, tf.float64), stacked))
-
-    def of(self, name: str) -> dict[str, tf.Tensor] | None:
-        """The feature's figures (scalars), or None for a feature that is not among the stacked ones."""
-        if name not in self._index or self._mean is None or self._variance is None:
-            return None  # the stacked figures exist once any feature is among them
-        i = self._index[name]
-        figures = {"mean": self._mean[i], "variance": self._variance[i]}
-        if self._min is not None and self._max is not None:
-            figures.update(min=self._min[i], max=self._max[i])
-        return figures
-
-
-def _columnwise(analyzer: Any, stacked: tf.Tensor) -> tf.Tensor:
-    """One figure per column of ``stacked``, as a vector even for one column (tf.Transform hands the
-    value of a one-column analyzer back as a scalar)."""
-    return tf.reshape(tf.cast(analyzer(stacked, reduce_instance_dims=False), tf.float64), [-1])
-
-
-def _analyzed(values: tf.Tensor, fill: Any) -> tf.Tensor:
-    """What the analyzers see: the values with a constant fill in place (it is part of the statistics),
-    or with NaN where missing (left out of them)."""
-    if fill is None:
-        return values
-    return tf.where(tf.math.is_nan(values), tf.constant(float(fill), tf.float64), values)
-
-
-def _filled(name: str, values: tf.Tensor, fill: Any, figures: dict[str, tf.Tensor] | None, kind: str
-            ) -> tuple[tf.Tensor, tf.Tensor, dict[str, tf.Tensor]]:
-    """(values with missing numbers (NaN) replaced by ``fill``, the values to analyze, their figures).
+def _filled(name: str, values: tf.Tensor, feature: dict[str, Any], figures: dict[str, tf.Tensor] | None
+            ) -> tuple[tf.Tensor, dict[str, tf.Tensor]]:
+    """(values with missing numbers (NaN) replaced by the feature's ``fill``, their figures).
 
     Filled by default with the mean of the values present; then the analyzers (z-score, min/max,
     quantiles) see the values present, not the filled ones. The mean is the same either way and
@@ -148,15 +93,18 @@ def _filled(name: str, values: tf.Tensor, fill: Any, figures: dict[str, tf.Tenso
     if values.dtype == tf.string:
         raise ValueError(f"feature {name!r}: this transform needs numbers, and the column holds strings; "
                          "use vocabulary or hash")
+    kind, fill = feature["transform"], feature.get("fill")
     values = tf.cast(values, tf.float64)
     missing = tf.math.is_nan(values)
-    analyzed = _analyzed(values, fill) if fill is not None else tf.boolean_mask(values, tf.logical_not(missing))
+    seen = analyzed(values, fill) if fill is not None else tf.boolean_mask(values, tf.logical_not(missing))
     if figures is None:
         wanted = {"mean": tft.mean, **({"variance": tft.var} if kind == "zscore" else {}),
                   **({"min": tft.min, "max": tft.max} if kind == "minmax" else {})}
-        figures = {figure: tf.cast(analyzer(analyzed), tf.float64) for figure, analyzer in wanted.items()}
-    filled = analyzed if fill is not None else tf.where(missing, figures["mean"], values)
-    return filled, analyzed, figures
+        figures = {figure: tf.cast(analyzer(seen), tf.float64) for figure, analyzer in wanted.items()}
+        if kind == "bucketize":
+            figures["boundaries"] = tft.quantiles(seen, feature["buckets"], epsilon(feature["buckets"]))
+    filled = seen if fill is not None else tf.where(missing, figures["mean"], values)
+    return filled, figures
 
 
 def _z_score(values: tf.Tensor, figures: dict[str, tf.Tensor]) -> tf.Tensor:
@@ -186,7 +134,7 @@ def _strings(values: tf.Tensor, fill: Any) -> tf.Tensor:
     return values
 
 
-def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: _Statistics) -> tf.Tensor:
+def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: Statistics) -> tf.Tensor:
     kind, fill = feature["transform"], feature.get("fill")
     if kind == "vocabulary":
         return tft.compute_and_apply_vocabulary(
@@ -195,7 +143,7 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: _
             num_oov_buckets=feature["oov_buckets"], vocab_filename=name)
     if kind == "hash":
         return tf.strings.to_hash_bucket_fast(_strings(raw, fill), feature["buckets"])
-    values, analyzed, figures = _filled(name, raw, fill, statistics.of(name), kind)
+    values, figures = _filled(name, raw, feature, statistics.of(name))
     if kind == "zscore":
         return tf.cast(_z_score(values, figures), tf.float32)
     if kind == "minmax":
@@ -207,9 +155,7 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: _
         with tf.control_dependencies([check]):
             return tf.cast(tf.math.log1p(values), tf.float32)
     if kind == "bucketize":
-        buckets = feature["buckets"]
-        boundaries = tft.quantiles(analyzed, buckets, epsilon=min(1.0 / buckets, 0.01))  # tft.bucketize's
-        return tft.apply_buckets(values, boundaries)
+        return tft.apply_buckets(values, figures["boundaries"])
     if kind == "categorical":
         ids = tf.cast(tf.round(values), tf.int64)
         return tf.clip_by_value(ids, 0, feature["num_buckets"] - 1)
