@@ -99,9 +99,10 @@ def reference_fn(inputs: dict[str, Any], config: dict[str, Any], boundaries_over
     return outputs
 
 
-def transformed(preprocessing_fn: Any) -> dict[str, np.ndarray]:
+def transformed(preprocessing_fn: Any, tf_compat_v1: bool = False) -> dict[str, np.ndarray]:
     """Every output of ``preprocessing_fn`` on the data above, by tf.Transform's Beam implementation in
-    batches of 5 (so the analyzers merge what they accumulated over several batches)."""
+    batches of 5 (so the analyzers merge what they accumulated over several batches); in tf.Transform's
+    TF1 graph mode when ``tf_compat_v1``, as the pipeline runs the generic preprocessing_fn."""
     import tensorflow as tf
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
@@ -115,7 +116,8 @@ def transformed(preprocessing_fn: Any) -> dict[str, np.ndarray]:
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec({
         **numbers, "s": tf.io.VarLenFeature(tf.string), "t": tf.io.VarLenFeature(tf.string),
         "v": tf.io.FixedLenFeature([2], tf.float32), "y": tf.io.VarLenFeature(tf.int64)}))
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), desired_batch_size=5, force_tf_compat_v1=False):
+    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), desired_batch_size=5,
+                          force_tf_compat_v1=tf_compat_v1):
         (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             preprocessing_fn, output_record_batches=False))
     return {name: np.array([row[name] for row in out]) for name in out[0]}
@@ -132,11 +134,14 @@ def assert_same(outputs: dict[str, np.ndarray], expected: dict[str, np.ndarray])
         np.testing.assert_array_equal(outputs[name], expected[name], err_msg=f"feature {name}")
 
 
-def test_every_kind_gives_what_analyzers_per_feature_gave(reference):
+@pytest.mark.parametrize("tf_compat_v1", [False, True], ids=["tf2", "tf1-graph"])
+def test_every_kind_gives_what_analyzers_per_feature_gave(reference, tf_compat_v1):
+    """In both of tf.Transform's modes: the pipeline runs the generic preprocessing_fn in TF1 graph mode
+    (pipeline/assembly/dag.py), the reference runs per-feature analyzers in TF2 mode."""
     from tfxd.components.transform.preprocessing import preprocessing_fn
 
     assert {f["transform"] for f in EVERY_KIND} == set(TRANSFORMS)
-    outputs = transformed(lambda inputs: preprocessing_fn(inputs, CONFIG))
+    outputs = transformed(lambda inputs: preprocessing_fn(inputs, CONFIG), tf_compat_v1)
     assert_same(outputs, reference)
     assert len(set(reference["ba"])) == 3 and len(set(reference["bc"])) == 4  # the buckets are used
     assert set(reference["be"]) == {2}  # zero boundaries, a NaN fill: the last bucket
