@@ -109,6 +109,8 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
+    if plan.strategy is Strategy.MULTI_WORKER_MIRRORED:
+        _check_agreement(distribution, checksum)
     export.save(model, tf_output, label, list(config.label_only), fn_args.serving_model_dir, plan.is_chief,
                 builtin_layers=spec["model"]["type"] != "custom")
     result = training_report.TrainingReport(
@@ -127,6 +129,24 @@ def weights_checksum(model: Any) -> float:
     import tensorflow as tf
 
     return float(sum(float(tf.reduce_sum(tf.cast(w, tf.float64))) for w in model.weights))
+
+
+def _check_agreement(distribution: Any, checksum: float) -> None:
+    """Gather every replica's weights checksum over the cluster's collectives: a warning when the workers
+    ended with different weights. Being a collective, it also holds the chief until every worker has
+    finished training and said so: the chief's exit ends the job (its success policy), stopping the rest."""
+    import tensorflow as tf
+
+    @tf.function
+    def gathered() -> Any:
+        return distribution.gather(distribution.run(lambda: tf.constant([checksum], tf.float64)), axis=0)
+
+    sums = sorted(set(float(value) for value in gathered().numpy()))
+    if len(sums) > 1:
+        logging.warning("tfxd trainer: the replicas ended with different weights (checksums %s); the cluster "
+                        "did not train in step", ", ".join(f"{value:.12g}" for value in sums))
+    else:
+        logging.info("tfxd trainer: all %d replicas hold the same weights", distribution.num_replicas_in_sync)
 
 
 def _say_warm_start(warm: dict[str, Any]) -> None:

@@ -62,6 +62,8 @@ def test_a_two_worker_trainer_replays_as_a_trainjob_blessed_and_pushed(replayed)
     worker = next(logs.glob("*-node-0-1-*.log")).read_text()
     assert "strategy=multi_worker_mirrored replicas=2 is_chief=True" in chief
     assert "strategy=multi_worker_mirrored replicas=2 is_chief=False" in worker
+    # the chief waited for the worker's checksum over the collectives (the job ends when the chief does)
+    assert all("all 2 replicas hold the same weights" in log for log in (chief, worker))
     # both trained the same weights; the chief alone wrote the model where the pipeline expects it
     checksum = [line.split("weights_checksum=")[1].split()[0] for line in (chief, worker)
                 for line in line.splitlines() if "weights_checksum=" in line]
