@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -88,3 +91,33 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
     if node.config.getvalue("dist") == "loadgroup" and any("@" not in nodeid for nodeid in ids):
         pytest.exit("pytest-xdist did not group the tests (--dist loadgroup): engine tests would run side by side; "
                     "see pytest-xdist #1386 and the pytest pin in pyproject.toml", returncode=3)
+
+
+# A test leaves the temporary folder as it found it. The session's processes (pytest-xdist's workers, the
+# runs, engines and trainers the tests start) get a temporary folder of their own through TMPDIR, and
+# whatever is left in it when the session ends fails the session, named; pytest's own base temp
+# (tmp_path) stays where it always is. A leak here is a leak on a user's machine: TFX's staged sdist of
+# itself, Beam's staging lists, a Trainer's scratch model, each run after run.
+_TEMP = pytest.StashKey[str]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller set TMPDIR
+        return
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    private = tempfile.mkdtemp(prefix="tfxd-tests-")
+    os.environ["TMPDIR"] = tempfile.tempdir = private
+    config.stash[_TEMP] = private
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    private = session.config.stash.get(_TEMP, None)
+    if private is None:
+        return
+    # TensorFlow removes the autograph files it writes when its interpreter exits (autograph/pyct/loader.py,
+    # atexit): a run without pytest-xdist checks while the interpreter that wrote them still runs
+    left = sorted(name for name in os.listdir(private) if not name.startswith("__autograph_generated_file"))
+    shutil.rmtree(private, ignore_errors=True)
+    if left:
+        pytest.exit(f"the tests left {len(left)} entries in the temporary folder: {', '.join(left[:20])}",
+                    returncode=1)

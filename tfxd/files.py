@@ -58,3 +58,25 @@ def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:
                     fileio.remove(path)
                 removed.append(path)
     return removed
+
+
+class PipelineTempRemoved:
+    """A Beam pipeline for a with-block that removes its local temporary folder however the block ends.
+    Beam makes the folder when the pipeline is made and removes it in run() only
+    (apache_beam/pipeline.py, Pipeline.__init__ and run): a block that fails while building the graph
+    (bad data found on reading a header, a bad column) leaves it in the temporary folder, run after run.
+    ``with PipelineTempRemoved(pipeline) as p`` binds the pipeline itself."""
+
+    def __init__(self, pipeline: Any) -> None:
+        self.pipeline = pipeline
+
+    def __enter__(self) -> Any:
+        return self.pipeline.__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        import shutil
+
+        try:
+            self.pipeline.__exit__(*exc)
+        finally:
+            shutil.rmtree(self.pipeline.local_tempdir, ignore_errors=True)

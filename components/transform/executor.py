@@ -39,6 +39,9 @@ def _carry_properties(input_dict, output_dict) -> None:
 
 
 class Executor(tfx_transform.Executor):
+    def _make_beam_pipeline(self):  # TFX's: its temporary folder goes even when building the graph fails
+        return files.PipelineTempRemoved(super()._make_beam_pipeline())
+
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         import tensorflow_transform as tft
 

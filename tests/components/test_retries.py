@@ -22,6 +22,7 @@ import json, sys
 from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 from tfx.types import standard_artifacts
 from tfxd.components.example_gen import executor
+from tfxd.pipeline.assembly.beam_args import direct_args
 from tfxd.pipeline.assembly.dag import nodes
 from tfxd.pipeline.spec.load import load_spec
 
@@ -29,15 +30,19 @@ spec, out = sys.argv[1], sys.argv[2]
 properties = dict(nodes(load_spec(spec, check_files=False), to="ExampleGen")[0].exec_properties)
 examples = standard_artifacts.Examples()
 examples.uri = out + "/examples"
-context = BaseBeamExecutor.Context(beam_pipeline_args=["--direct_running_mode=in_memory"], tmp_dir=out + "/tmp",
+context = BaseBeamExecutor.Context(beam_pipeline_args=direct_args("in_memory", 1), tmp_dir=out + "/tmp",
                                    unique_id="1")
 executor.Executor(context).Do({}, {"examples": [examples]}, properties)
 print(json.dumps(examples.split_names))
 """
 
 
-def _attempt(spec: Path, out: Path) -> subprocess.Popen:
+def _attempt(spec: Path, out: Path, temp: Path | None = None) -> subprocess.Popen:
+    """``temp``: a temporary folder of its own, for an attempt the test kills (it cannot clean up)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if temp is not None:
+        temp.mkdir()
+        env["TMPDIR"] = str(temp)
     return subprocess.Popen([sys.executable, "-c", ATTEMPT, str(spec), str(out)], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
@@ -56,7 +61,7 @@ def test_example_gen_retried_on_the_same_uris_after_a_kill_holds_only_the_retrys
     spec = tmp_path / "spec.yaml"
     spec.write_text(spec_text({"format": "csv", "path": str(tmp_path / "data.csv")}))
     out = tmp_path / "out"
-    first = _attempt(spec, out)
+    first = _attempt(spec, out, temp=tmp_path / "killed-tmp")
     deadline = time.monotonic() + 240
     while not any((out / "examples").rglob("*")) and first.poll() is None:  # it has begun writing
         assert time.monotonic() < deadline, first.stderr.read() if first.stderr else ""

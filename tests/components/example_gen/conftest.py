@@ -38,6 +38,7 @@ def run_example_gen(tmp_path):
         from tfx.types import artifact_utils, standard_artifacts
 
         from tfxd.components.example_gen import executor
+        from tfxd.pipeline.assembly.beam_args import direct_args
         from tfxd.pipeline.assembly.dag import nodes
         from tfxd.pipeline.spec.load import load_spec
 
@@ -49,7 +50,7 @@ def run_example_gen(tmp_path):
         out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
         examples = standard_artifacts.Examples()
         examples.uri = str(out / "examples")
-        context = BaseBeamExecutor.Context(beam_pipeline_args=beam_args or ["--direct_running_mode=in_memory"],
+        context = BaseBeamExecutor.Context(beam_pipeline_args=beam_args or direct_args("in_memory", 1),
                                            tmp_dir=str(out / "tmp"), unique_id="1")
         executor.Executor(context).Do({}, {"examples": [examples]}, properties)
         splits = {}

@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tests.components.example_gen.conftest import EXTERNAL, PARQUET_TYPES
+from tfxd.pipeline.assembly.beam_args import direct_args
 
 
 def _write_jsonl_copy(folder):
@@ -114,7 +115,7 @@ def test_split_membership_does_not_depend_on_workers(run_example_gen):
     data = {"format": "csv", "path": str(EXTERNAL / "csv" / "data.csv"), "split_key": "trip_start_timestamp",
             "splits": {"train": 0.7, "eval": 0.2, "test": 0.1}}
     one, _ = run_example_gen(data)
-    two, _ = run_example_gen(data, ["--direct_running_mode=multi_processing", "--direct_num_workers=2"])
+    two, _ = run_example_gen(data, direct_args("multi_processing", 2))
     assert one == two
     assert set(one) == {"train", "eval", "test"}
 

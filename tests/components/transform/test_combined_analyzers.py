@@ -116,7 +116,7 @@ def transformed(preprocessing_fn: Any, tf_compat_v1: bool = False) -> dict[str, 
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec({
         **numbers, "s": tf.io.VarLenFeature(tf.string), "t": tf.io.VarLenFeature(tf.string),
         "v": tf.io.FixedLenFeature([2], tf.float32), "y": tf.io.VarLenFeature(tf.int64)}))
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), desired_batch_size=5,
+    with tempfile.TemporaryDirectory() as temp, tft_beam.Context(temp_dir=temp, desired_batch_size=5,
                           force_tf_compat_v1=tf_compat_v1):
         (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             preprocessing_fn, output_record_batches=False))

@@ -24,7 +24,7 @@ def transformed_labels(label: dict, values: list) -> list:
         "x": tf.io.VarLenFeature(tf.float32), "y": tf.io.VarLenFeature(dtype)}))
     config = {"features": [{"name": "f", "expr": "x", "transform": "identity", "fill": None}],
               "label": {"name": "outcome", "column": "y", "expr": None, "num_classes": None, **label}}
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tempfile.TemporaryDirectory() as temp, tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
         (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             lambda inputs: preprocessing_fn(inputs, config), output_record_batches=False))
     return [int(np.asarray(row["outcome"]).reshape(-1)[0]) for row in out]

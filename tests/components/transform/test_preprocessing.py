@@ -27,7 +27,7 @@ def transformed(features: list[dict], x: list | None = None) -> dict[str, np.nda
         "x": tf.io.VarLenFeature(tf.float32), "c": tf.io.VarLenFeature(tf.float32),
         "y": tf.io.VarLenFeature(tf.int64)}))
     config = {"features": features, "label": {"name": "label", "column": "y", "expr": None, "task": "binary"}}
-    with tft_beam.Context(temp_dir=tempfile.mkdtemp(), force_tf_compat_v1=False):
+    with tempfile.TemporaryDirectory() as temp, tft_beam.Context(temp_dir=temp, force_tf_compat_v1=False):
         (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
             lambda inputs: preprocessing_fn(inputs, config), output_record_batches=False))
     return {name: np.array([row[name] for row in out]).reshape(len(out), -1)[:, 0] for name in out[0]}
