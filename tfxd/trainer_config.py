@@ -37,7 +37,7 @@ class OperatorSettings:
 
     pipeline: str
     image: str
-    operator: str  # auto, tfjob or trainjob (pipeline.spec.targets.OPERATORS)
+    operator: str  # auto, tfjob or trainjob: the spec's choice (pipeline/spec/targets.py), job_launch.OPERATORS' names
     runtime: str  # the ClusterTrainingRuntime a TrainJob references
     workers: int
     parameter_servers: int
