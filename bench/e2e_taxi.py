@@ -87,7 +87,7 @@ def _control_script(example: str, home: str) -> str:
     in-process direct runner, no sdist staging, the update-compatibility pin), nothing else changed."""
     import re
 
-    from tfxd.pipeline.assembly.beam_args import direct_args
+    from tfxd.direct_runner import direct_args
 
     with open(os.path.join(example, "taxi_pipeline_native_keras.py")) as handle:
         text = handle.read()

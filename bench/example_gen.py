@@ -22,7 +22,7 @@ import time
 import common
 import scaling
 
-from tfxd.pipeline.assembly.beam_args import direct_args
+from tfxd.direct_runner import direct_args
 
 NAME = "example_gen"
 ROWS = 500_000

@@ -110,6 +110,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_TEMP] = private
 
 
+@pytest.hookimpl(tryfirst=True)  # before the terminal reporter's summary, which pytest_terminal_summary adds to
 def pytest_sessionfinish(session: pytest.Session) -> None:
     private = session.config.stash.get(_TEMP, None)
     if private is None:
@@ -119,5 +120,16 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     left = sorted(name for name in os.listdir(private) if not name.startswith("__autograph_generated_file"))
     shutil.rmtree(private, ignore_errors=True)
     if left:
-        pytest.exit(f"the tests left {len(left)} entries in the temporary folder: {', '.join(left[:20])}",
-                    returncode=1)
+        session.config.stash[_LEFT] = left
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+_LEFT = pytest.StashKey[list]()
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    left = config.stash.get(_LEFT, [])
+    if left:
+        terminalreporter.section("temporary files left behind", red=True)
+        terminalreporter.line(f"the tests left {len(left)} entries in the temporary folder (the session fails): "
+                              + ", ".join(left[:40]))

@@ -20,6 +20,7 @@ from typing import Any
 from tfx.dsl.io import fileio
 
 from tfxd import keys
+from tfxd.direct_runner import direct_args
 
 STATISTICS_FILE = keys.DRIFT_STATISTICS_FILE
 TRAIN = "train"
@@ -52,9 +53,14 @@ def span_statistics(store: str, examples, span: str) -> str | None:
     import tempfile
 
     import tensorflow_data_validation as tfdv
+    from apache_beam.options.pipeline_options import PipelineOptions
 
-    computed = tfdv.generate_statistics_from_tfrecord(os.path.join(written, "*.gz"))
     with tempfile.TemporaryDirectory(prefix="tfxd-drift-") as scratch:
+        # TFDV writes its own copy to a temporary folder it leaves unless told where (stats_gen_lib.py),
+        # on Beam's default runner unless given options
+        computed = tfdv.generate_statistics_from_tfrecord(
+            os.path.join(written, "*.gz"), output_path=os.path.join(scratch, "tfdv-output.tfrecord"),
+            pipeline_options=PipelineOptions(direct_args("in_memory", 1)))
         path = os.path.join(scratch, STATISTICS_FILE)
         with open(path, "wb") as handle:
             handle.write(computed.SerializeToString())

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -56,12 +58,15 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
     os.makedirs(log_dir, exist_ok=True)
     payload = pickle.dumps((input_dict, output_dict, exec_properties))  # on stdin: no file to leave behind
     processes: list[tuple[str, str, subprocess.Popen]] = []
+    # the processes' temporary files (TensorFlow's autograph modules among them, which a process removes
+    # only when it exits normally) in a folder that goes with them, however they end
+    temp = tempfile.mkdtemp(prefix="tfxd-cluster-")
     try:
         for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers):
             name = f"{kind}-{index}"
             log_path = os.path.join(log_dir, f"trainer-{name}.log")
             env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
-                   PARENT_ENV: str(os.getpid())}
+                   PARENT_ENV: str(os.getpid()), "TMPDIR": temp}
             env.pop("CLUSTER_SPEC", None)
             with open(log_path, "w") as log:
                 process = subprocess.Popen([sys.executable, "-m", "tfxd.components.trainer.local_worker"],
@@ -79,6 +84,7 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
             if process.poll() is None:
                 process.kill()
                 process.wait()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def _wait(processes: list[tuple[str, str, Any]], serving: set[str]) -> None:

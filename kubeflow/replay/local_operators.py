@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -39,6 +40,7 @@ class LocalOperators:
         self.api = KubeApi((trainer_v2.TRAINJOBS, training_operator.TFJOBS), controller=self)
         self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
         self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
+        self.temps: dict[tuple[str, str], dict[tuple[str, int], str]] = {}  # each pod's temporary folder
         self.started: dict[tuple[str, str], float] = {}
         self.finished: set[tuple[str, str]] = set()
         self.stopping = threading.Event()
@@ -71,13 +73,18 @@ class LocalOperators:
         self.finished.discard(key)
         self.processes[key] = {}
         for replica in replicas:
-            env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses)}
+            # a pod's own temporary folder, as a container has its own /tmp: it goes with the pod
+            temp = os.path.join(self.log_dir, f"{replica.pod}.tmp")
+            os.makedirs(temp, exist_ok=True)
+            env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses),
+                   "TMPDIR": temp}
             env.pop("KUBERNETES_SERVICE_HOST", None)
             log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
             with open(log_path, "w", encoding="utf-8") as log:
                 process = subprocess.Popen(self.argv_for(replica.container), stdout=log, stderr=subprocess.STDOUT,
                                            stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
             self.processes[key][replica.id] = process
+            self.temps.setdefault(key, {})[replica.id] = temp
             self.api.put_pod(operator.pod(job, replica.id, "Running", {"running": {"startedAt": now()}}), log_path)
 
     def deleted(self, job: dict[str, Any]) -> None:
@@ -90,6 +97,8 @@ class LocalOperators:
             if process.poll() is None:
                 process.kill()
                 process.wait()
+        for temp in self.temps.pop(key, {}).values():
+            shutil.rmtree(temp, ignore_errors=True)
 
     def _monitor(self) -> None:
         while not self.stopping.wait(0.3):
@@ -112,6 +121,9 @@ class LocalOperators:
             made = operator.pod(job, replica, "Succeeded" if code == 0 else "Failed", state)
             self.api.put_pod(made, self.api.logs.get((key[0], made["metadata"]["name"])))
             del self.processes[key][replica]
+            temp = self.temps.get(key, {}).pop(replica, None)
+            if temp:
+                shutil.rmtree(temp, ignore_errors=True)
         deadline = operator.deadline(job)
         late = deadline is not None and time.monotonic() - self.started[key] > deadline
         status = operator.job_status(job, self.api.job_pods(*key), deadline_passed=late)

@@ -39,6 +39,7 @@ from typing import Any
 from tfxd import keys, stops, training_report
 from tfxd.beam_engines import ENGINES, Engine
 from tfxd.beam_engines import problems as engine_problems
+from tfxd.direct_runner import direct_args
 from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError
@@ -308,7 +309,7 @@ class _Tasks:
             reason=nothing_new, signal=self.interrupted or None,
             file=os.path.abspath(self.replay.compiled.path), format=self.replay.compiled.kind, root=self.replay.root,
             run_dir=self.replay.run_dir, logs=self.replay.log_dir, parameters=self.replay.parameters,
-            beam=beam_args.direct_args("in_memory", 1) if self.replay.beam_in_memory else
+            beam=direct_args("in_memory", 1) if self.replay.beam_in_memory else
             f"as compiled, on {self.replay.engine.engine.title} here" if self.replay.engine else "as compiled",
             tasks=self.rows, examples=self._examples(),
             artifacts={f"{row['name']}.{key}": uris[0] for row in self.rows if row["kind"] != "resolver"

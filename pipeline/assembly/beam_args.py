@@ -7,22 +7,8 @@ import posixpath
 import re
 
 from tfxd.beam_engines import CLUSTER_WORKER_POOL_PORT, ENGINES, JOB_ENDPOINT_ENV, WORKER_POOL_ENV
+from tfxd.direct_runner import NO_STAGING, direct_args
 from tfxd.pipeline.spec.document import Spec
-
-# TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
-# (tfx.utils.dependency_utils). The direct runner stages nothing, so the flag only stops that work.
-_NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
-
-
-# Beam 2.74's DirectRunner first hands every pipeline to the Prism runner, a Go binary it downloads
-# from GitHub: offline a failed download, up to seconds a pipeline and temp folders left in /tmp; online
-# another engine than the one tfxd sizes. It skips Prism for a pipeline pinned to an update
-# compatibility version: pinning Beam's own version changes no transform (none is "prior to" it).
-def _no_prism() -> str:
-    from importlib.metadata import version
-
-    return f"--update_compatibility_version={version('apache-beam')}"
-
 
 # Below this much input, worker processes cost more than they bring: each one starts Python, imports
 # TensorFlow and is handed every bundle over gRPC (bench/RESULTS.md, end to end).
@@ -84,7 +70,7 @@ def engine_args(spec: Spec, image: str | None) -> list:
     if embedded:  # Beam starts one SDK worker per node by default, and an embedded engine is one node
         args.append(f"--sdk_worker_parallelism={workers}")
     # TFX stages an sdist of itself unless told where the workers' code is: in the image, or here
-    args.append(f"--sdk_container_image={image}" if image else _NO_STAGING)
+    args.append(f"--sdk_container_image={image}" if image else NO_STAGING)
     return args
 
 
@@ -106,12 +92,6 @@ def dataflow_args(spec: Spec, image: str) -> list[str]:
     if vertex.service_account:
         args.append(f"--service_account_email={vertex.service_account}")
     return args
-
-
-def direct_args(mode: str, workers: int) -> list[str]:
-    """The DirectRunner in ``mode`` (in_memory, multi_processing) with ``workers`` (0: one per CPU)."""
-    return ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
-            _NO_STAGING, _no_prism()]
 
 
 # The flags above that pick the runner and size its workers (every runner's), as opposed to what the

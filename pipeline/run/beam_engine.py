@@ -105,14 +105,22 @@ def started(spec: Spec, log_dir: str) -> Iterator[RunningEngine | None]:
 @contextlib.contextmanager
 def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> Iterator[RunningEngine]:
     """``engine``'s job server, submitting to ``master`` or, None, an embedded engine with ``workers``
-    slots and SDK worker processes; the endpoints in the environment for the body."""
+    slots and SDK worker processes; the endpoints in the environment for the body.
+
+    The body's temporary files, this process's and the SDK workers', go to a folder removed at the end:
+    Beam makes a folder for every environment it submits to a portable runner and leaves it, with the
+    `pip freeze` of the submitting Python in it (apache_beam/transforms/environments.py,
+    python_sdk_dependencies), several a pipeline, and the SDK workers a killed engine stops leave theirs."""
     embedded = master is None
     os.makedirs(log_dir, exist_ok=True)
     scratch = tempfile.mkdtemp(prefix=f"tfxd-{engine.name}-")
     group = _Processes()
-    saved = {key: os.environ.get(key) for key in (JOB_ENDPOINT_ENV, WORKER_POOL_ENV)}
+    saved = {key: os.environ.get(key) for key in (JOB_ENDPOINT_ENV, WORKER_POOL_ENV, "TMPDIR")}
+    saved_tempdir = tempfile.tempdir
     watch = None
     try:
+        os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(scratch, "tmp")
+        os.makedirs(tempfile.tempdir)
         worker_log = pool = pool_process = None
         if embedded:
             worker_log = os.path.join(log_dir, "sdk-workers.log")
@@ -137,6 +145,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         if watch is not None:
             watch.stop()
         group.stop()
+        tempfile.tempdir = saved_tempdir
         shutil.rmtree(scratch, ignore_errors=True)
         for key, value in saved.items():
             if value is None:

@@ -22,7 +22,7 @@ import json, sys
 from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
 from tfx.types import standard_artifacts
 from tfxd.components.example_gen import executor
-from tfxd.pipeline.assembly.beam_args import direct_args
+from tfxd.direct_runner import direct_args
 from tfxd.pipeline.assembly.dag import nodes
 from tfxd.pipeline.spec.load import load_spec
 

@@ -9,8 +9,8 @@ import os
 import apache_beam as beam
 import pytest
 
+from tfxd.direct_runner import direct_args
 from tfxd.files import PipelineTempRemoved
-from tfxd.pipeline.assembly.beam_args import direct_args
 
 
 def _fails_while_building(pipeline) -> str:

@@ -28,12 +28,12 @@ class _Replicas:
 
 
 def test_replicas_that_disagree_are_named_in_a_warning(caplog):
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):  # quiet runs before may have set absl to WARNING
         run_fn._check_agreement(_Replicas([1.5, 2.25]), 1.5)
     assert "the replicas ended with different weights (checksums 1.5, 2.25)" in caplog.text
 
 
 def test_replicas_that_agree_say_so(caplog):
-    with caplog.at_level(logging.INFO):
+    with caplog.at_level(logging.INFO, logger="absl"):  # quiet runs before may have set absl to WARNING
         run_fn._check_agreement(_Replicas([1.5, 1.5]), 1.5)
     assert "all 2 replicas hold the same weights" in caplog.text and "different" not in caplog.text

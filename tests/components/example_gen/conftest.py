@@ -38,7 +38,7 @@ def run_example_gen(tmp_path):
         from tfx.types import artifact_utils, standard_artifacts
 
         from tfxd.components.example_gen import executor
-        from tfxd.pipeline.assembly.beam_args import direct_args
+        from tfxd.direct_runner import direct_args
         from tfxd.pipeline.assembly.dag import nodes
         from tfxd.pipeline.spec.load import load_spec
 

@@ -10,7 +10,7 @@ import pytest
 import tensorflow as tf
 
 from tests.components.example_gen.conftest import EXTERNAL, PARQUET_TYPES
-from tfxd.pipeline.assembly.beam_args import direct_args
+from tfxd.direct_runner import direct_args
 
 
 def _write_jsonl_copy(folder):

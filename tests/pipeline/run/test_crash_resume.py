@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -54,11 +55,16 @@ class Running:
 
     started: list[Running] = []
 
-    def __init__(self, folder: Path, *args: str) -> None:
+    def __init__(self, folder: Path, *args: str, killed: bool = False) -> None:
+        """``killed``: the test will SIGKILL it, so it gets a temporary folder of its own (a killed process
+        cannot remove its files; one stopped by SIGTERM or SIGINT leaves nothing, as the session checks)."""
         self.stderr_path = folder / f"stderr-{time.monotonic_ns()}.txt"
+        env = dict(os.environ)
+        if killed:
+            env["TMPDIR"] = tempfile.mkdtemp(dir=folder, prefix="killed-tmp-")
         with open(self.stderr_path, "w") as stderr:
             self.process = subprocess.Popen([TFXD, "run", "spec.yaml", *args], cwd=folder, stdout=subprocess.PIPE,
-                                            stderr=stderr, text=True, start_new_session=True)
+                                            stderr=stderr, text=True, start_new_session=True, env=env)
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -158,7 +164,7 @@ def _check_resumed(folder: Path, result: subprocess.CompletedProcess, reused: li
 
 @pytest.mark.reliability("crash point")
 def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resumes(crash_project):
-    first = Running(crash_project)
+    first = Running(crash_project, killed=True)
     first.wait_for("> Transform ...")
     time.sleep(2)  # Transform takes ~10 s here: it is half-way
     os.kill(first.process.pid, signal.SIGKILL)  # the main process alone, as the OOM killer does
@@ -179,7 +185,7 @@ def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resu
 
 @pytest.mark.reliability("crash point")
 def test_sigkill_of_the_whole_run_during_the_trainer_then_the_same_command_resumes(crash_project):
-    first = Running(crash_project)
+    first = Running(crash_project, killed=True)
     first.wait_for("Trainer epoch 3/")
     os.killpg(first.process.pid, signal.SIGKILL)  # `kill -9` of the job: every process of it
     code, out, _ = first.finish()
@@ -210,7 +216,7 @@ def _processes_of(group: int) -> list[str]:
 
 def test_sigkill_of_the_main_process_leaves_no_trainer_worker_behind(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
-    first = Running(crash_project)
+    first = Running(crash_project, killed=True)
     first.wait_for("> Trainer ...")
     deadline = time.monotonic() + 120
     while sum("local_worker" in cmd for cmd in _processes_of(first.process.pid)) < 2:
