@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import textwrap
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -99,6 +102,8 @@ def pytest_xdist_node_collection_finished(node, ids: list[str]) -> None:
 # (tmp_path) stays where it always is. A leak here is a leak on a user's machine: TFX's staged sdist of
 # itself, Beam's staging lists, a Trainer's scratch model, each run after run.
 _TEMP = pytest.StashKey[str]()
+_LEFT = pytest.StashKey[list]()
+_TIMELINE_ENV = "TFXD_TESTS_TIMELINE"  # beside the folder: when each test ran, to say which left what
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -106,8 +111,31 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
     private = tempfile.mkdtemp(prefix="tfxd-tests-")
+    os.environ[_TIMELINE_ENV] = private + ".timeline"
     os.environ["TMPDIR"] = tempfile.tempdir = private
     config.stash[_TEMP] = private
+
+
+@pytest.fixture(autouse=True)
+def _timeline(request: pytest.FixtureRequest) -> Iterator[None]:
+    start = time.time()
+    yield
+    timeline = os.environ.get(_TIMELINE_ENV)
+    if timeline:
+        with open(timeline, "a") as handle:
+            handle.write(f"{start:.1f} {time.time():.1f} {request.node.nodeid}\n")
+
+
+def _during(path: str, timeline: str) -> str:
+    """The tests that ran when ``path`` last changed (its ctime), from the timeline."""
+    changed = os.stat(path).st_ctime
+    try:
+        with open(timeline) as handle:
+            spans = [line.rstrip("\n").split(" ", 2) for line in handle]
+    except OSError:
+        return ""
+    tests = [test.split("@")[0] for start, end, test in spans if float(start) - 1 <= changed <= float(end) + 1]
+    return f" (during {' or '.join(tests[:2])})" if tests else ""
 
 
 @pytest.hookimpl(tryfirst=True)  # before the terminal reporter's summary, which pytest_terminal_summary adds to
@@ -115,21 +143,23 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     private = session.config.stash.get(_TEMP, None)
     if private is None:
         return
+    timeline = os.environ.get(_TIMELINE_ENV, "")
     # TensorFlow removes the autograph files it writes when its interpreter exits (autograph/pyct/loader.py,
     # atexit): a run without pytest-xdist checks while the interpreter that wrote them still runs
-    left = sorted(name for name in os.listdir(private) if not name.startswith("__autograph_generated_file"))
+    left = [name + _during(os.path.join(private, name), timeline) for name in sorted(os.listdir(private))
+            if not name.startswith("__autograph_generated_file")]
     shutil.rmtree(private, ignore_errors=True)
+    with contextlib.suppress(OSError):
+        os.remove(timeline)
     if left:
         session.config.stash[_LEFT] = left
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-
-_LEFT = pytest.StashKey[list]()
 
 
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     left = config.stash.get(_LEFT, [])
     if left:
         terminalreporter.section("temporary files left behind", red=True)
-        terminalreporter.line(f"the tests left {len(left)} entries in the temporary folder (the session fails): "
-                              + ", ".join(left[:40]))
+        terminalreporter.line(f"the tests left {len(left)} entries in the temporary folder (the session fails):")
+        for entry in left[:60]:
+            terminalreporter.line(f"  {entry}")

@@ -60,8 +60,9 @@ class Running:
         cannot remove its files; one stopped by SIGTERM or SIGINT leaves nothing, as the session checks)."""
         self.stderr_path = folder / f"stderr-{time.monotonic_ns()}.txt"
         env = dict(os.environ)
-        if killed:
-            env["TMPDIR"] = tempfile.mkdtemp(dir=folder, prefix="killed-tmp-")
+        self.temp = tempfile.mkdtemp(dir=folder, prefix="killed-tmp-") if killed else None
+        if self.temp:
+            env["TMPDIR"] = self.temp
         with open(self.stderr_path, "w") as stderr:
             self.process = subprocess.Popen([TFXD, "run", "spec.yaml", *args], cwd=folder, stdout=subprocess.PIPE,
                                             stderr=stderr, text=True, start_new_session=True, env=env)
@@ -174,8 +175,12 @@ def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resu
     killed = _executions(crash_project)
     assert killed["Transform"] == ["RUNNING"]  # never marked complete; none of its outputs is LIVE
     assert "Trainer" not in killed
+    # all it had in the temporary folder is in its run's folder, named by its pid (tfxd.files.run_temp)
+    assert [name.split("-")[:3] for name in os.listdir(first.temp)] == [["tfxd", "run", str(first.process.pid)]]
 
-    result = tfxd("run", "spec.yaml", cwd=crash_project)  # the lock died with the process
+    # the lock died with the process; the rerun removes the killed run's temporary folder, then its own
+    result = tfxd("run", "spec.yaml", cwd=crash_project, env={"TMPDIR": first.temp})
+    assert os.listdir(first.temp) == []
     _check_resumed(crash_project, result, reused=BEFORE_TRANSFORM)
     assert "an earlier run of this root ended during Transform without finishing it" in result.stdout
     after = _executions(crash_project)
