@@ -13,6 +13,7 @@ import os
 import pytest
 
 from tfxd.beam_engines import ENGINES
+from tfxd.files import run_temp
 from tfxd.pipeline.run import beam_engine
 
 FILES, RECORDS = 2, 50  # gzipped: Beam cannot split one, so a file is one restriction
@@ -74,9 +75,12 @@ def _proto(args: list[str], tmp_path, runner=None):
     from tfxd import beam_runners
 
     options = PipelineOptions(["--environment_type=EXTERNAL", "--environment_config=localhost:1", *args])
-    pipeline = beam.Pipeline(options=options)
-    _read(pipeline, _records(tmp_path))
-    proto = pipeline.to_runner_api()
+    # a pipeline made and never run: Beam removes its folder and the environment's staging lists only
+    # when it runs, so they go in a folder of their own
+    with run_temp():
+        pipeline = beam.Pipeline(options=options)
+        _read(pipeline, _records(tmp_path))
+        proto = pipeline.to_runner_api()
     if runner is None:
         return PortableRunner._optimize_pipeline(proto, options)
     beam_runners.spread_reads(options)

@@ -18,7 +18,9 @@ def test_a_stop_raised_inside_a_beam_step_comes_out_of_the_pipeline_as_a_stop():
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
-    options = PipelineOptions(["--direct_running_mode=in_memory"])
+    from tfxd.direct_runner import direct_args
+
+    options = PipelineOptions(direct_args("in_memory", 1))
     # Beam re-raises with the step named: a Stopped, not a RuntimeError
     with pytest.raises(stops.Stopped) as caught, beam.Pipeline(options=options) as pipeline:
         _ = pipeline | beam.Create([1]) | "StopHere" >> beam.Map(_stop)

@@ -102,11 +102,17 @@ def hand_stats(feature: str = "pickup_area", value: str = "north"):
 def stats_dir(tmp_path_factory) -> Path:
     """Real statistics from TFDV for train; a hand-built eval split."""
     import tensorflow_data_validation as tfdv
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    from tfxd.direct_runner import direct_args
 
     tmp = tmp_path_factory.mktemp("report")
     (tmp / "data.csv").write_text(CSV, encoding="utf-8")
     folder = tmp / "stats"
-    write_stats(folder, "train", tfdv.generate_statistics_from_csv(str(tmp / "data.csv")))
+    # TFDV's own copy in the test's folder, on the direct runner as tfxd runs it (its defaults leave both)
+    computed = tfdv.generate_statistics_from_csv(str(tmp / "data.csv"), output_path=str(tmp / "stats.tfrecord"),
+                                                 pipeline_options=PipelineOptions(direct_args("in_memory", 1)))
+    write_stats(folder, "train", computed)
     write_stats(folder, "eval", hand_stats())
     # the layout TFX itself reads back
     loaded = tfdv.load_stats_binary(str(folder / "Split-train" / "FeatureStats.pb"))

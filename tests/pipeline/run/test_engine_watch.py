@@ -133,8 +133,10 @@ _HOLDS_AN_ENGINE = textwrap.dedent("""
 def test_an_engine_ends_with_the_tfxd_process_killed_outright(tmp_path):
     """SIGKILL leaves tfxd no `finally` to stop its engine: the kernel ends the job server and the worker
     pool with it (PR_SET_PDEATHSIG), and nothing is left."""
+    killed_tmp = tmp_path / "tmp"  # what it cannot remove, killed: the engine's scratch folder
+    killed_tmp.mkdir()
     holder = subprocess.Popen([sys.executable, "-c", _HOLDS_AN_ENGINE, str(tmp_path)], stdout=subprocess.PIPE,
-                              text=True)
+                              text=True, env={**os.environ, "TMPDIR": str(killed_tmp)})
     try:
         assert holder.stdout is not None and "running\n" in iter(holder.stdout.readline, "")
         running = _ours()
