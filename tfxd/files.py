@@ -3,12 +3,14 @@ run killed half-way, never sees half a file), and what a run leaves in the tempo
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import os
 import re
 import shutil
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,7 +111,19 @@ def run_temp() -> Iterator[str]:
             os.environ.pop("TMPDIR", None)
         else:
             os.environ["TMPDIR"] = saved_env
-        shutil.rmtree(folder, ignore_errors=True)
+        if _others_running():
+            # a run stopped while threads of it still work (BeamDagRunner's nodes on Beam's executor
+            # threads, which Python waits for before it exits): they may still write here, so the
+            # folder goes when the process ends, after them
+            atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        else:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _others_running() -> bool:
+    """Whether a thread other than this one that Python waits for at exit (not a daemon) is alive."""
+    return any(thread.is_alive() and not thread.daemon and thread is not threading.current_thread()
+               for thread in threading.enumerate())
 
 
 def _remove_ended(base: str) -> None:
