@@ -1,17 +1,10 @@
-"""Paths and files: what counts as a URI rather than a local path, atomic writes (a reader, or a
-run killed half-way, never sees half a file), and what a run leaves in the temporary folder (nothing)."""
+"""Paths and files: what counts as a URI rather than a local path, and atomic writes (a reader, or a
+run killed half-way, never sees half a file)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
-import re
-import shutil
-import tempfile
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,64 +74,9 @@ class PipelineTempRemoved:
         return self.pipeline.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
+        import shutil
+
         try:
             self.pipeline.__exit__(*exc)
         finally:
             shutil.rmtree(self.pipeline.local_tempdir, ignore_errors=True)
-
-
-RUN_TEMP_PREFIX = "tfxd-run-"
-
-
-@contextlib.contextmanager
-def run_temp() -> Iterator[str]:
-    """A temporary folder for one run, the TMPDIR of this process and of every process it starts while the
-    run lasts, removed when the run ends, however it ends. What TFX, Beam and TensorFlow leave in the
-    temporary folder (Beam's folder per submitted environment with a `pip freeze` in it, a pipeline's own
-    when building it fails, the Prism runner's attempt under BeamDagRunner, which takes no options,
-    TensorFlow's autograph modules of a killed process) goes with it. A run killed outright cannot remove
-    its folder: the folder's name holds the run's pid, and the next run removes those of ended runs."""
-    base = tempfile.gettempdir()
-    _remove_ended(base)
-    folder = tempfile.mkdtemp(prefix=f"{RUN_TEMP_PREFIX}{os.getpid()}-", dir=base)
-    saved_env, saved_dir = os.environ.get("TMPDIR"), tempfile.tempdir
-    os.environ["TMPDIR"] = tempfile.tempdir = folder
-    try:
-        yield folder
-    finally:
-        tempfile.tempdir = saved_dir
-        if saved_env is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = saved_env
-        if _others_running():
-            # a run stopped while threads of it still work (BeamDagRunner's nodes on Beam's executor
-            # threads, which Python waits for before it exits): they may still write here, so the
-            # folder goes when the process ends, after them
-            atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _others_running() -> bool:
-    """Whether a thread other than this one that Python waits for at exit (not a daemon) is alive."""
-    return any(thread.is_alive() and not thread.daemon and thread is not threading.current_thread()
-               for thread in threading.enumerate())
-
-
-def _remove_ended(base: str) -> None:
-    """The run folders in ``base`` of runs whose process has ended (killed outright)."""
-    for entry in os.scandir(base):
-        match = re.fullmatch(rf"{RUN_TEMP_PREFIX}(\d+)-\w+", entry.name)
-        if match and entry.is_dir(follow_symlinks=False) and not _alive(int(match.group(1))):
-            shutil.rmtree(entry.path, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

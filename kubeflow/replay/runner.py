@@ -40,7 +40,7 @@ from tfxd import keys, stops, training_report
 from tfxd.beam_engines import ENGINES, Engine
 from tfxd.beam_engines import problems as engine_problems
 from tfxd.direct_runner import direct_args
-from tfxd.files import run_temp, write_json
+from tfxd.files import write_json
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError
 from tfxd.kubeflow.replay.ir import (
@@ -394,7 +394,6 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
     created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     engine = None if beam_in_memory else _compiled_engine(compiled)
     with contextlib.ExitStack() as stack:
-        stack.enter_context(run_temp())
         running = stack.enter_context(beam_engine.running(engine[0], None, engine[1],
                                                           os.path.join(root, run_id, "logs"))) if engine else None
         tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time,

@@ -16,7 +16,7 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from tfxd import console, keys, stops, tf_env
-from tfxd.files import run_temp, write_json
+from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
 from tfxd.pipeline.run import beam_engine, lock, metadata, records, unfinished
@@ -137,7 +137,7 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> Loc
     Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), lock.RunLocked (another run uses
     the root), or metadata.StoreUnreadable."""
     root = loaded.resolve(loaded.spec.root or "")
-    with lock.hold(root), stops.handling(), run_temp():
+    with lock.hold(root), stops.handling():
         metadata.check(root)  # before anything is written: a damaged store is left as it is
         return _run_locked(loaded, root, to, verbose)
 

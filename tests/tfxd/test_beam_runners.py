@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import gzip
 import os
+import tempfile
+from unittest import mock
 
 import pytest
 
 from tfxd.beam_engines import ENGINES
-from tfxd.files import run_temp
 from tfxd.pipeline.run import beam_engine
 
 FILES, RECORDS = 2, 50  # gzipped: Beam cannot split one, so a file is one restriction
@@ -77,7 +78,7 @@ def _proto(args: list[str], tmp_path, runner=None):
     options = PipelineOptions(["--environment_type=EXTERNAL", "--environment_config=localhost:1", *args])
     # a pipeline made and never run: Beam removes its folder and the environment's staging lists only
     # when it runs, so they go in a folder of their own
-    with run_temp():
+    with tempfile.TemporaryDirectory() as temp, mock.patch.object(tempfile, "tempdir", temp):
         pipeline = beam.Pipeline(options=options)
         _read(pipeline, _records(tmp_path))
         proto = pipeline.to_runner_api()

@@ -33,26 +33,3 @@ def test_the_wrapped_pipeline_removes_it_on_failure_and_on_success():
     with wrapped as p:
         counted = p | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally()
     assert counted is not None and not os.path.exists(wrapped.pipeline.local_tempdir)
-
-
-def test_a_run_temp_folder_is_the_tmpdir_while_the_run_lasts_and_goes_however_it_ends(tmp_path, monkeypatch):
-    import subprocess
-    import sys
-    import tempfile
-
-    from tfxd.files import run_temp
-
-    monkeypatch.setenv("TMPDIR", str(tmp_path))
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    stale = tmp_path / f"tfxd-run-{ended.stdout.strip()}-abc123"  # a run killed outright: its process ended
-    (stale / "beam-temp").mkdir(parents=True)
-    living = tmp_path / f"tfxd-run-{os.getpid()}-def456"  # a run still going (this process)
-    living.mkdir()
-    with pytest.raises(RuntimeError, match="a failed run"), run_temp() as folder:
-        assert os.environ["TMPDIR"] == tempfile.gettempdir() == folder
-        assert os.path.dirname(folder) == str(tmp_path)
-        os.close(tempfile.mkstemp()[0])  # something TFX or Beam would leave
-        raise RuntimeError("a failed run")
-    assert not os.path.exists(folder) and not stale.exists() and living.is_dir()
-    assert os.environ["TMPDIR"] == tempfile.gettempdir() == str(tmp_path)
