@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,6 @@ class PipelineTempRemoved:
         return self.pipeline.__enter__()
 
     def __exit__(self, *exc: Any) -> None:
-        import shutil
-
         try:
             self.pipeline.__exit__(*exc)
         finally:
