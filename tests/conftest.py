@@ -156,10 +156,11 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
+@pytest.hookimpl(trylast=True)  # after --durations' table, so the last lines of a red CI's log name the leak
 def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     left = config.stash.get(_LEFT, [])
     if left:
         terminalreporter.section("temporary files left behind", red=True)
         terminalreporter.line(f"the tests left {len(left)} entries in the temporary folder (the session fails):")
-        for entry in left[:60]:
+        for entry in left[:12]:
             terminalreporter.line(f"  {entry}")
