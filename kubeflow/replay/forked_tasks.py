@@ -23,6 +23,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 from typing import Any
 
 MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
@@ -42,10 +43,11 @@ class Preloaded:
         return (argv[:3] == [sys.executable, "-m", self.module] and env == self.env and cwd == self.cwd
                 and self.process.poll() is None)
 
-    def start(self, argv: list[str], log: str) -> Task | None:
-        """The task running in a child (None when the preloader is gone: start it fresh instead)."""
+    def start(self, argv: list[str], log: str, temp: str) -> Task | None:
+        """The task running in a child with ``temp`` as its temporary folder (None when the preloader is gone:
+        start it fresh instead)."""
         try:
-            self._send({"argv": argv[3:], "log": log})
+            self._send({"argv": argv[3:], "log": log, "temp": temp})
             answer = self._receive(None)
         except OSError:
             answer = None
@@ -122,7 +124,7 @@ def _serve(module: str) -> None:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _become(module, request["argv"], request["log"], requests.fileno(), answers.fileno())
+            _become(module, request["argv"], request["log"], request["temp"], requests.fileno(), answers.fileno())
             return
         answers.write((json.dumps({"pid": pid}) + "\n").encode())
         answers.flush()
@@ -131,9 +133,11 @@ def _serve(module: str) -> None:
         answers.flush()
 
 
-def _become(module: str, args: list[str], log: str, requests: int, answers: int) -> None:
-    """In the child: the task's process, as `python -m MODULE ARGS >> LOG 2>&1 < /dev/null` starts it."""
+def _become(module: str, args: list[str], log: str, temp: str, requests: int, answers: int) -> None:
+    """In the child: the task's process, as `TMPDIR=TEMP python -m MODULE ARGS >> LOG 2>&1 < /dev/null`
+    starts it."""
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.environ["TMPDIR"] = tempfile.tempdir = temp  # tempfile read TMPDIR once, in the preloader
     output = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     quiet = os.open(os.devnull, os.O_RDONLY)
     os.dup2(quiet, 0)

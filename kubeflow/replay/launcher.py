@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -256,11 +257,18 @@ class Launcher:
         if _OPERATOR_EXECUTOR in argv:
             env.update(self._training_operator(io, env))
         shown = [arg if len(arg) < 300 else f"<{len(arg)} characters: {input_path}>" for arg in argv]
-        with open(io.log, "a", encoding="utf-8") as handle:
-            handle.write(f"# {phase}: {' '.join(shown)}\n")
-            handle.flush()
-            process = self._start(io, argv, env, handle)
-            code = _wait(process)
+        # the task's own temporary folder, as a container has its own /tmp: what a stopped or failed task
+        # leaves there (Beam's pipeline folder, TF's autograph files) goes with it
+        temp = os.path.join(self.replay.log_dir, f"{io.name}-{phase}.tmp")
+        os.makedirs(temp, exist_ok=True)
+        try:
+            with open(io.log, "a", encoding="utf-8") as handle:
+                handle.write(f"# {phase}: {' '.join(shown)}\n")
+                handle.flush()
+                process = self._start(io, argv, env, handle, temp)
+                code = _wait(process)
+        finally:
+            shutil.rmtree(temp, ignore_errors=True)
         if code != 0:
             what = "" if phase == "main" else f" (its {phase} container)"
             # the engine's account first, where one of tfxd's ran the task's Beam job and something ended there
@@ -269,18 +277,18 @@ class Launcher:
                              exit_code=code)
 
     def _start(self, io: TaskIO, argv: list[str], env: dict[str, str],
-               log) -> subprocess.Popen | forked_tasks.Task:
-        """The task's process: forked from the preloader where it runs the task as a fresh process would
-        (forked_tasks.py), else started fresh."""
+               log, temp: str) -> subprocess.Popen | forked_tasks.Task:
+        """The task's process, with ``temp`` as its temporary folder: forked from the preloader where it runs
+        the task as a fresh process would (forked_tasks.py), else started fresh."""
         cwd = self.replay.project_dir
         if self.preloaded is None and argv[:3] == [sys.executable, "-m", _PRELOADED]:
             self.preloaded = forked_tasks.Preloaded(env, cwd, os.path.join(self.replay.log_dir, "preloader.log"))
         if self.preloaded is not None and self.preloaded.takes(argv, env, cwd):
-            task = self.preloaded.start(argv, io.log)
+            task = self.preloaded.start(argv, io.log, temp)
             if task is not None:
                 return task
         try:
-            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env=env)
+            return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, env={**env, "TMPDIR": temp})
         except OSError as exc:
             raise TaskFailed(io.name, f"cannot start {argv[0]}: {exc.strerror}", io.log) from exc
 

@@ -1,6 +1,7 @@
 """Replay's tasks forked from a preloader (kubeflow/replay/forked_tasks.py) run as `python -m MODULE ARGS`
-run fresh: the same arguments, directory, environment and log, the same exit status for an exit, an
-uncaught exception and a signal; a task whose environment differs is not taken."""
+run fresh: the same arguments, directory, environment and log, a temporary folder of its own (as the
+launcher gives a fresh one through TMPDIR), the same exit status for an exit, an uncaught exception and a
+signal; a task whose environment differs is not taken."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 from tfxd.kubeflow.replay.forked_tasks import Preloaded
 
 TASK = '''
-import json, os, sys, time
+import json, os, sys, tempfile, time
 
 if __name__ == "__main__":  # as TFX's entry point: the preloader imports it, each task runs it
     if sys.argv[1] == "sleep":
@@ -24,7 +25,8 @@ if __name__ == "__main__":  # as TFX's entry point: the preloader imports it, ea
     if sys.argv[1] == "raise":
         raise ValueError("the task failed")
     print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "flag": os.environ.get("TFXD_TEST_FLAG"),
-                      "stdin": sys.stdin.read()}))
+                      "stdin": sys.stdin.read(), "tmpdir": os.environ.get("TMPDIR"),
+                      "temp": tempfile.mkdtemp(prefix="task-")}))
     sys.exit(int(sys.argv[2]))
 '''
 
@@ -46,29 +48,32 @@ def _argv(*args: str) -> list[str]:
 def test_a_forked_task_sees_what_a_fresh_one_sees_and_exits_with_its_status(preloaded, tmp_path):
     preloader, env = preloaded
     assert preloader.takes(_argv("echo", "3"), env, str(tmp_path))
-    task = preloader.start(_argv("echo", "3"), str(tmp_path / "task.log"))
+    (tmp_path / "task.tmp").mkdir()
+    task = preloader.start(_argv("echo", "3"), str(tmp_path / "task.log"), str(tmp_path / "task.tmp"))
     assert task is not None and task.pid != preloader.process.pid
     assert task.wait() == 3 and task.poll() == 3
     seen = json.loads((tmp_path / "task.log").read_text())
     assert seen["argv"][0] == str(tmp_path / "tfxd_forked_task.py") and seen["argv"][1:] == ["echo", "3"]
     assert seen["cwd"] == str(tmp_path) and seen["flag"] == "on"
     assert seen["stdin"] == ""  # not the preloader's requests
+    # its temporary folder, for tempfile (which read TMPDIR once, in the preloader) and for its children
+    assert seen["tmpdir"] == str(tmp_path / "task.tmp") and os.path.dirname(seen["temp"]) == seen["tmpdir"]
 
-    failed = preloader.start(_argv("raise"), str(tmp_path / "failed.log"))
+    failed = preloader.start(_argv("raise"), str(tmp_path / "failed.log"), str(tmp_path))
     assert failed is not None and failed.wait() == 1
     assert "ValueError: the task failed" in (tmp_path / "failed.log").read_text()
 
 
 def test_a_stopped_task_ends_by_its_signal_and_the_next_task_still_runs(preloaded, tmp_path):
     preloader, _ = preloaded
-    task = preloader.start(_argv("sleep"), str(tmp_path / "sleep.log"))
+    task = preloader.start(_argv("sleep"), str(tmp_path / "sleep.log"), str(tmp_path))
     assert task is not None and task.poll() is None
     log = tmp_path / "sleep.log"
     while not log.exists() or "sleeping" not in log.read_text():
         time.sleep(0.1)
     task.terminate()
     assert task.wait(timeout=30) == -signal.SIGTERM
-    after = preloader.start(_argv("echo", "0"), str(tmp_path / "after.log"))
+    after = preloader.start(_argv("echo", "0"), str(tmp_path / "after.log"), str(tmp_path))
     assert after is not None and after.wait() == 0
 
 

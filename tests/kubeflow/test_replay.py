@@ -291,6 +291,7 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
     assert statuses["ExampleGen"] == "ran" and statuses["StatisticsGen"] == "interrupted"
     assert (summary_file.parent / "ExampleGen").is_dir() and not (summary_file.parent / "StatisticsGen").exists()
+    assert not list(root.glob("**/*.tmp"))  # each task's temporary folder went with it, the stopped one's too
 
 
 # ------------------------------------------------------------------------------------------ without TensorFlow

@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,10 +63,15 @@ def _project(folder: Path) -> Path:
     return folder
 
 
-def _tfxd(folder: Path, started: list[subprocess.Popen]) -> subprocess.Popen:
+def _tfxd(folder: Path, started: list[subprocess.Popen], own_temp: bool = False) -> subprocess.Popen:
+    """``own_temp``: a temporary folder of its own, under the test's, for a run the test SIGKILLs (a killed
+    tfxd cannot remove its cluster's temporary folder; the session checks that nothing else is left)."""
     tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    env = dict(os.environ)
+    if own_temp:
+        env["TMPDIR"] = tempfile.mkdtemp(dir=folder, prefix="own-tmp-")
     process = subprocess.Popen([tfxd_bin, *ARGS], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, env=env)
     started.append(process)
     return process
 
@@ -145,7 +151,7 @@ def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     assert "tfxd trainer: starts at epoch 1/10" in (log.parent / "trainer-worker-0.log").read_text()
 
     # tfxd itself killed: its workers notice and stop rather than live on as orphans
-    second = _tfxd(folder, started)
+    second = _tfxd(folder, started, own_temp=True)
     orphans = _wait_for(lambda: _both_workers(second, started), "2 workers", 120, second)
     second.kill()
     second.communicate()
