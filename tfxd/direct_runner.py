@@ -1,5 +1,6 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
-component's own pipelines such as the drift statistics, the tests and benches that build executors).
+component's own pipelines such as the drift statistics, the tests and benches that build executors),
+and what a run does to Beam's in-process runner's cost per stage (signatures_remembered).
 
 Two flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 - TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -12,6 +13,12 @@ Two flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 """
 
 from __future__ import annotations
+
+import contextlib
+import types
+import weakref
+from collections.abc import Iterator
+from typing import Any
 
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 
@@ -26,3 +33,41 @@ def direct_args(mode: str, workers: int) -> list[str]:
     """The DirectRunner in ``mode`` (in_memory, multi_processing) with ``workers`` (0: one per CPU)."""
     return ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
             NO_STAGING, _no_prism()]
+
+
+@contextlib.contextmanager
+def signatures_remembered() -> Iterator[None]:
+    """Beam's in-process runner read each function's signature once instead of thousands of times.
+
+    Every stage Beam runs builds its DoFns afresh, and for each DoFn Beam asks, several times over, whether
+    any of its methods takes state or timer parameters (apache_beam/transforms/userstate.py,
+    get_dofn_specs): for every method of the DoFn, inspect.signature again. A Transform of a few hundred
+    rows runs some 150 stages and asks 4,000 times, about 130,000 signatures and seconds of a
+    component that has nothing else to do (py-spy, bench/RESULTS.md's Transform rows). A function's
+    parameters and their defaults are fixed when it is defined, so the arguments Beam reads from them
+    (core.get_function_args_defaults) are remembered per function, and per method for its functions;
+    anything else (a class, a partial, a builtin) is asked afresh. Held weakly: a function Beam drops is
+    forgotten with it."""
+    from apache_beam.transforms import core  # Beam loads lazily: this module is on validate's path
+
+    original = core.get_function_args_defaults
+    functions: weakref.WeakKeyDictionary[Any, tuple[list[str], list[Any]]] = weakref.WeakKeyDictionary()
+    methods: weakref.WeakKeyDictionary[Any, tuple[list[str], list[Any]]] = weakref.WeakKeyDictionary()
+
+    def remembered(f: Any) -> tuple[list[str], list[Any]]:
+        if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+            known, key = methods, f.__func__  # a bound method: its function less the bound first argument
+        elif isinstance(f, types.FunctionType):
+            known, key = functions, f
+        else:
+            return original(f)
+        if key not in known:
+            known[key] = original(f)
+        args, defaults = known[key]
+        return list(args), list(defaults)
+
+    core.get_function_args_defaults = remembered
+    try:
+        yield
+    finally:
+        core.get_function_args_defaults = original

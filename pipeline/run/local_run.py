@@ -15,7 +15,7 @@ import absl.logging
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import console, keys, stops, tf_env
+from tfxd import console, direct_runner, keys, stops, tf_env
 from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
@@ -161,7 +161,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            _runner(loaded.spec.targets.local.orchestrator).run(tfx)
+            with direct_runner.signatures_remembered():  # Beam's cost per stage, in this process's pipelines
+                _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
     # a signal asked to stop (Beam, the `beam` orchestrator, wraps the KeyboardInterrupt in an error of its own)

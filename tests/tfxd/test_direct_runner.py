@@ -1,0 +1,92 @@
+"""What a run does to Beam's in-process runner: function signatures read once (signatures_remembered), with
+what Beam reads from them unchanged (apache_beam/transforms/userstate.py get_dofn_specs and
+runners/common.py MethodWrapper are the readers compared here)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from unittest import mock
+
+import apache_beam as beam
+from apache_beam.coders import VarIntCoder
+from apache_beam.runners.common import MethodWrapper
+from apache_beam.testing.util import assert_that, equal_to
+from apache_beam.transforms import core, userstate
+
+from tfxd.direct_runner import direct_args, signatures_remembered
+
+COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
+EXPIRY = userstate.TimerSpec("expiry", userstate.TimeDomain.WATERMARK)
+COUNT_STATE, EXPIRY_TIMER = beam.DoFn.StateParam(COUNT), beam.DoFn.TimerParam(EXPIRY)  # as Beam's examples write them
+
+
+class Counting(beam.DoFn):
+    """A stateful DoFn with a timer: state and timer parameters in its methods' defaults."""
+
+    def process(self, element, count=COUNT_STATE, expiry=EXPIRY_TIMER):
+        seen = (count.read() or 0) + 1
+        count.write(seen)
+        yield element[0], seen
+
+    @userstate.on_timer(EXPIRY)
+    def expired(self, count=COUNT_STATE):
+        count.clear()
+
+
+class Plain(beam.DoFn):
+    def process(self, element, timestamp=beam.DoFn.TimestampParam):
+        yield element
+
+
+def _dofns() -> list[beam.DoFn]:
+    return [Counting(), Plain(), beam.Map(lambda x, w=beam.DoFn.WindowParam: (x, w)).fn, beam.Map(len).fn,
+            beam.Map(functools.partial(divmod, 7)).fn, beam.FlatMap(lambda x: [x]).fn]
+
+
+def _read(dofn: beam.DoFn) -> tuple:
+    MethodWrapper(dofn, "process")  # builds as a stage's DoFn runner builds it
+    return userstate.get_dofn_specs(dofn), core.get_function_arguments(dofn, "process")
+
+
+def test_beam_reads_the_same_state_timers_and_parameters_with_signatures_remembered():
+    expected = [_read(dofn) for dofn in _dofns()]
+    with signatures_remembered():
+        assert [_read(dofn) for dofn in _dofns()] == expected
+        assert [_read(dofn) for dofn in _dofns()] == expected  # answered from what was remembered
+    assert expected[0][0] == ({COUNT}, {EXPIRY})  # the comparison sees specs and parameters
+    assert expected[1][1] == (["element", "timestamp"], [beam.DoFn.TimestampParam])
+    assert core.get_function_args_defaults.__name__ == "get_function_args_defaults"  # Beam's own again
+
+
+def test_a_dofn_made_again_asks_for_no_signature_and_another_function_is_asked_afresh():
+    real = inspect.signature
+    with mock.patch.object(inspect, "signature", side_effect=real) as asked:
+        userstate.get_dofn_specs(Counting())
+        plain = asked.call_count
+        assert plain > 10  # every method of the DoFn, each time Beam asks
+        with signatures_remembered():
+            userstate.get_dofn_specs(Counting())
+            first = asked.call_count - plain
+            userstate.get_dofn_specs(Counting())  # as each stage builds its DoFns afresh
+            assert asked.call_count - plain == first
+            # a function of its own (two lambdas alike but for a default) is read for itself
+            one = core.get_function_arguments(beam.Map(lambda x, t=beam.DoFn.TimestampParam: x).fn, "process")
+            other = core.get_function_arguments(beam.Map(lambda x, w=beam.DoFn.WindowParam: x).fn, "process")
+            assert one == (["x", "t"], [beam.DoFn.TimestampParam])
+            assert other == (["x", "w"], [beam.DoFn.WindowParam])
+        userstate.get_dofn_specs(Counting())
+        assert asked.call_count - plain - first > 10  # outside, Beam asks again
+
+
+def test_a_stateful_pipeline_gives_the_same_results_on_the_in_process_runner():
+    def run() -> None:
+        options = beam.options.pipeline_options.PipelineOptions(direct_args("in_memory", 1))
+        with beam.Pipeline(options=options) as pipeline:
+            counted = (pipeline | beam.Create([("a", 1), ("b", 2), ("a", 3)]) | beam.ParDo(Counting())
+                       | beam.Map(lambda kv, w=beam.DoFn.WindowParam: (kv[0], kv[1], str(w)[:6])))
+            assert_that(counted, equal_to([("a", 1, "Global"), ("a", 2, "Global"), ("b", 1, "Global")]))
+
+    run()
+    with signatures_remembered():
+        run()
