@@ -2,8 +2,8 @@
 pipeline, on the same 500,000-row taxi-shaped CSV (scaling.py's generator), both on Beam's DirectRunner
 with 2 worker processes and the same runner flags (tfxd's direct_args: no Prism, no sdist of TFX staged,
 which TFX otherwise builds for every Beam executor), alternating, >= 3 pairs. The yardstick beside them,
-measured in the same run: one process doing only the unavoidable work (pyarrow reads the CSV, tfx_bsl's C++ encoder makes the
-tf.Examples, TensorFlow writes them as gzipped TFRecords).
+measured in the same run: one process doing only the unavoidable work (pyarrow reads the CSV, tfx_bsl's
+C++ encoder makes the tf.Examples, TensorFlow writes them as gzipped TFRecords).
 
 Target (issue 33): tfxd's component time at most 1/12 of TFX's.
 
