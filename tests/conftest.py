@@ -57,6 +57,14 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
 
+def own_temp_dir(folder: Path) -> str:
+    """A temporary folder of its own, in the test's ``folder``, to give a process as TMPDIR where it is
+    expected to leave files there: a run the test kills (a killed process cannot remove its own) or the Beam
+    orchestrator (BeamDagRunner takes no Beam options: its pipeline's Prism attempt leaves folders). The
+    session checks that nothing else is left in the temporary folder."""
+    return tempfile.mkdtemp(dir=folder, prefix="own-tmp-")
+
+
 # The failure cases bench/reliability.py counts, one kind each: `@pytest.mark.reliability(KIND)` on a test
 # (or a parametrized case) that makes a real failure happen and asserts it is handled well.
 RELIABILITY_KINDS = ("bad spec", "bad data", "crash point", "environment fault", "compiled file")

@@ -11,13 +11,14 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
+
+from tests.conftest import own_temp_dir
 
 SPEC = """\
 tfxd: 1
@@ -64,12 +65,12 @@ def _project(folder: Path) -> Path:
 
 
 def _tfxd(folder: Path, started: list[subprocess.Popen], own_temp: bool = False) -> subprocess.Popen:
-    """``own_temp``: a temporary folder of its own, under the test's, for a run the test SIGKILLs (a killed
-    tfxd cannot remove its cluster's temporary folder; the session checks that nothing else is left)."""
+    """``own_temp``: a temporary folder of its own (conftest.own_temp_dir), for a run the test SIGKILLs: a killed
+    tfxd cannot remove its cluster's temporary folder."""
     tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
     env = dict(os.environ)
     if own_temp:
-        env["TMPDIR"] = tempfile.mkdtemp(dir=folder, prefix="own-tmp-")
+        env["TMPDIR"] = own_temp_dir(folder)
     process = subprocess.Popen([tfxd_bin, *ARGS], cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)
     started.append(process)

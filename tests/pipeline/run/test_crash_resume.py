@@ -16,7 +16,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import defaultdict
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BASE_SPEC, write_spec
+from tests.conftest import BASE_SPEC, own_temp_dir, write_spec
 from tests.pipeline.run.test_run_taxi import COMPONENTS, tfxd
 from tfxd import stops
 
@@ -56,13 +55,11 @@ class Running:
     started: list[Running] = []
 
     def __init__(self, folder: Path, *args: str, own_temp: bool = False) -> None:
-        """``own_temp``: a temporary folder of its own, for a run the test SIGKILLs (a killed process cannot
-        remove its files; one stopped by SIGTERM or SIGINT leaves nothing, as the session checks) and for
-        the Beam orchestrator (BeamDagRunner takes no Beam options: its pipeline tries the Prism runner,
-        which leaves its job server's folder)."""
+        """``own_temp``: a temporary folder of its own (conftest.own_temp_dir), for a run the test SIGKILLs or
+        one on the Beam orchestrator; one stopped by SIGTERM or SIGINT leaves nothing, as the session checks."""
         self.stderr_path = folder / f"stderr-{time.monotonic_ns()}.txt"
         env = dict(os.environ)
-        self.temp = tempfile.mkdtemp(dir=folder, prefix="own-tmp-") if own_temp else None
+        self.temp = own_temp_dir(folder) if own_temp else None
         if self.temp:
             env["TMPDIR"] = self.temp
         with open(self.stderr_path, "w") as stderr:

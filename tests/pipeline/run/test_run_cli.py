@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import BASE_SPEC, write_spec
+from tests.conftest import BASE_SPEC, own_temp_dir, write_spec
 from tests.pipeline.run.test_run_taxi import COMPONENTS, tf_records, tfxd
 
 
@@ -103,9 +103,7 @@ def test_the_beam_orchestrator_runs_the_whole_pipeline(project):
     assert trained != BASE_SPEC
     spec = write_spec(project, trained + "beam: {workers: 1}\ntargets:\n  local: {orchestrator: beam}\n"
                       "evaluation: {thresholds: {binary_accuracy: {min: 0.5}}}\n")
-    own = project / "own-tmp"  # BeamDagRunner takes no Beam options: its pipeline's Prism attempt leaves folders
-    own.mkdir()
-    result = tfxd("run", str(spec), cwd=project, env={"TMPDIR": str(own)})
+    result = tfxd("run", str(spec), cwd=project, env={"TMPDIR": own_temp_dir(project)})  # the Beam orchestrator
     assert result.returncode == 0, result.stdout + result.stderr
     for name in COMPONENTS:
         assert f"ok {name} (" in result.stdout
