@@ -6,23 +6,27 @@ is a column of one stacked matrix, and each figure (mean, variance, min, max, qu
 one analyzer over its columns with ``reduce_instance_dims=False``: tf.Transform reduces each column on its own,
 so each feature's figure is the one an analyzer of its own would give.
 
-Not combined: vocabularies (tf.Transform has no analyzer that computes several vocabularies, each with its own
-top_k, frequency threshold and file, in one call; one vocabulary over feature-prefixed tokens applies top_k
-across all of them and numbers the tokens across all of them, so its ids and files would differ) and the
-figures of fixed-length list features (reduced over all their values; rare, so they keep analyzers of their
-own, see preprocessing._filled).
-"""
+Every vocabulary (of features and of a label's string classes) comes from one analyzer too (``vocabularies``):
+tf.Transform has none that computes several vocabularies, each with its own top_k, frequency threshold and file,
+so it is a Beam PTransform of tfxd's through tf.Transform's own ``ptransform_analyzer``, which writes each file
+as tft.vocabulary writes it (same tokens, order, empty-vocabulary token, file name, registered size).
 
+Not combined: the figures of fixed-length list features (reduced over all their values; rare, so they keep
+analyzers of their own, see preprocessing._filled).
+"""
 from __future__ import annotations
 
 import math
-from typing import Any
+import operator
+from typing import Any, NamedTuple
 
+import apache_beam as beam
 import numpy as np
 import tensorflow as tf
 import tensorflow_transform as tft
-from tensorflow_transform import analyzer_nodes
+from tensorflow_transform import analyzer_nodes, tf_utils
 from tensorflow_transform import analyzers as tft_analyzers
+from tensorflow_transform.beam import experimental as tft_beam_experimental
 
 NUMERIC = ("zscore", "minmax", "log", "bucketize", "categorical", "identity")
 
@@ -133,3 +137,107 @@ def analyzed(values: tf.Tensor, fill: Any) -> tf.Tensor:
     if fill is None:
         return values
     return tf.where(tf.math.is_nan(values), tf.constant(float(fill), tf.float64), values)
+
+
+class Vocabulary(NamedTuple):
+    """A vocabulary the preprocessing_fn wants: its name (tft.vocabulary's vocab_filename), the strings it is
+    computed over, and tft.vocabulary's top_k and frequency_threshold (None: all tokens)."""
+
+    name: str
+    strings: tf.Tensor
+    top_k: int | None
+    frequency_threshold: int | None
+
+
+def vocabularies(wanted: list[Vocabulary]) -> dict[str, tf.Tensor]:
+    """Each vocabulary's file (a deferred path, as tft.vocabulary returns it, for tft.apply_vocabulary) from
+    one analyzer over all of them. Each batch is reduced to its tokens and their counts in the graph, with
+    tft.vocabulary's own filter (no empty tokens, none with a line break: the file is text); each file is
+    registered under its name, as tft.vocabulary registers it (TFTransformOutput.vocabulary_file_by_name).
+    Not its size: ptransform_analyzer cannot mix files and numbers among its outputs (tf.Transform 1.16
+    makes a temporary file of each), and TFTransformOutput.vocabulary_size_by_name counts the file's lines
+    where no size was registered, which is the same number."""
+    if not wanted:
+        return {}
+    regex = tft_analyzers.get_vocab_newline_characters_regex(tf.string, "text")
+    inputs: list[tf.Tensor] = []
+    for vocabulary in wanted:
+        reduced = tf_utils.reduce_batch_weighted_counts(vocabulary.strings, force=True, filter_regex=regex)
+        inputs += [reduced.unique_x, reduced.counts_per_x]
+    filenames = [tft_analyzers.sanitized_vocab_filename(vocabulary.name) for vocabulary in wanted]
+    options = [(filename, vocabulary.top_k, vocabulary.frequency_threshold or 0)
+               for filename, vocabulary in zip(filenames, wanted, strict=True)]
+    count = len(wanted)
+    with tf.compat.v1.name_scope(None, "vocabularies"):
+        files = tft.experimental.ptransform_analyzer(
+            inputs, _WriteVocabularies(options), output_dtypes=[tf.string] * count, output_shapes=[[]] * count,
+            output_asset_default_values=[_TEMPORARY_ASSET_VALUE] * count)
+    for vocabulary, filename in zip(wanted, filenames, strict=True):
+        tft_analyzers.register_vocab(filename, vocabulary_key=vocabulary.name)
+    return {vocabulary.name: file for vocabulary, file in zip(wanted, files, strict=True)}
+
+
+# what a vocabulary file holds while the preprocessing_fn is traced, before analysis: tft.vocabulary's
+# (tensorflow_transform/analyzer_nodes.py, VocabularyOrderAndWrite.output_tensor_infos)
+_TEMPORARY_ASSET_VALUE = b"TEMPORARY_ASSET_VALUE"
+# the one token of a vocabulary without any, so that a lookup table can be made of it: tft.vocabulary's
+_EMPTY_VOCABULARY_TOKEN = tft_analyzers.get_empy_vocabulary_dummy_value(tf.string)[1]
+
+
+class _WriteVocabularies(tft_beam_experimental.PTransformAnalyzer):
+    """Batches of (tokens, counts) per vocabulary -> every vocabulary's file path, each a PCollection of one
+    element (what ptransform_analyzer takes).
+
+    Tokens are counted per (vocabulary, token) in one combine; each vocabulary is then ordered, pruned and
+    written on its own (a group per vocabulary, so several are written in parallel): as tft.vocabulary,
+    most frequent first, ties in descending byte order of the tokens (tf.Transform sorts (count, token)
+    pairs largest first), then those below the frequency threshold dropped, then the first top_k kept; one
+    token per line; a vocabulary left without any token holds tf.Transform's empty-vocabulary token."""
+
+    def __init__(self, options: list[tuple[str, int | None, int]]) -> None:
+        super().__init__()
+        self._options = options
+
+    def expand(self, batches: Any) -> tuple[Any, ...]:
+        every = batches.pipeline | "EveryVocabulary" >> beam.Create([(i, None) for i in range(len(self._options))])
+        counted = (batches
+                   | "Tokens" >> beam.FlatMap(_keyed_counts)
+                   | "CountPerToken" >> beam.CombinePerKey(sum)
+                   | "ByVocabulary" >> beam.Map(_by_vocabulary))
+        written = ((counted, every)
+                   | "WithEveryVocabulary" >> beam.Flatten()
+                   | "GroupByVocabulary" >> beam.GroupByKey()
+                   | "Write" >> beam.Map(_write, self._options, self.base_temp_dir)
+                   | "Gather" >> beam.combiners.ToList()
+                   | "InOrder" >> beam.Map(_in_order))
+        return tuple(written | f"Output{i}" >> beam.Map(operator.itemgetter(i)) for i in range(len(self._options)))
+
+
+def _keyed_counts(batch: list[np.ndarray]) -> Any:
+    for i in range(0, len(batch), 2):
+        for token, count in zip(batch[i].tolist(), batch[i + 1].tolist(), strict=True):
+            yield (i // 2, token), count
+
+
+def _by_vocabulary(counted: tuple[tuple[int, bytes], int]) -> tuple[int, tuple[int, bytes]]:
+    (index, token), count = counted
+    return index, (count, token)
+
+
+def _write(grouped: tuple[int, Any], options: list[tuple[str, int | None, int]], temp_dir: str
+           ) -> tuple[int, np.ndarray]:
+    """(index, the file's path) for one vocabulary, its file written."""
+    from apache_beam.io.filesystems import FileSystems
+
+    index, counts = grouped
+    filename, top_k, threshold = options[index]
+    ordered = sorted((pair for pair in counts if pair is not None and pair[0] >= threshold), reverse=True)
+    tokens = [token for _, token in ordered[:top_k]] or [_EMPTY_VOCABULARY_TOKEN]
+    path = FileSystems.join(temp_dir, filename)
+    with FileSystems.create(path) as handle:
+        handle.write(b"".join(token + b"\n" for token in tokens))
+    return index, np.array(path)
+
+
+def _in_order(written: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
+    return [path for _, path in sorted(written, key=operator.itemgetter(0))]

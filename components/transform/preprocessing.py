@@ -13,7 +13,13 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from tfxd import keys
-from tfxd.components.transform.analyzers import Statistics, analyzed, epsilon
+from tfxd.components.transform.analyzers import (
+    Statistics,
+    Vocabulary,
+    analyzed,
+    epsilon,
+    vocabularies,
+)
 from tfxd.components.transform.expressions_tf import compile_expression
 
 
@@ -22,12 +28,25 @@ def preprocessing_fn(inputs: dict[str, Any], custom_config: dict[str, Any]) -> d
     features = custom_config[keys.FEATURES]
     raws = {feature["name"]: compile_expression(feature["expr"], columns.get) if feature.get("expr")
             else columns.get(feature["name"]) for feature in features}
-    statistics = Statistics(features, raws)
-    outputs: dict[str, tf.Tensor] = {feature["name"]: _transform(feature["name"], raws[feature["name"]], feature,
-                                                                 statistics) for feature in features}
     label = custom_config[keys.LABEL]
     raw_label = compile_expression(label["expr"], columns.get) if label.get("expr") else columns.get(label["column"])
-    outputs[label["name"]] = _label(label, raw_label)
+    strings = {feature["name"]: _strings(raws[feature["name"]], feature.get("fill"))
+               for feature in features if feature["transform"] == "vocabulary"}
+    wanted = [Vocabulary(feature["name"], strings[feature["name"]], feature["top_k"] or None,
+                         feature["frequency_threshold"] or None) for feature in features if feature["name"] in strings]
+    if _string_classes_wanted(label, raw_label):
+        wanted.append(Vocabulary(label["name"], raw_label, None, None))
+    files = vocabularies(wanted)
+    statistics = Statistics(features, raws)
+    outputs: dict[str, tf.Tensor] = {}
+    for feature in features:
+        name = feature["name"]
+        if name in strings:
+            outputs[name] = tft.apply_vocabulary(strings[name], files[name], num_oov_buckets=feature["oov_buckets"])
+        else:
+            outputs[name] = _transform(name, raws[name], feature, statistics)
+    outputs[label["name"]] = _string_classes(label, raw_label, files[label["name"]]) \
+        if label["name"] in files else _label(label, raw_label)
     return outputs
 
 
@@ -135,12 +154,8 @@ def _strings(values: tf.Tensor, fill: Any) -> tf.Tensor:
 
 
 def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: Statistics) -> tf.Tensor:
+    """Every transform but vocabulary (preprocessing_fn applies the vocabularies, computed together)."""
     kind, fill = feature["transform"], feature.get("fill")
-    if kind == "vocabulary":
-        return tft.compute_and_apply_vocabulary(
-            _strings(raw, fill), top_k=feature["top_k"] or None,
-            frequency_threshold=feature["frequency_threshold"] or None,
-            num_oov_buckets=feature["oov_buckets"], vocab_filename=name)
     if kind == "hash":
         return tf.strings.to_hash_bucket_fast(_strings(raw, fill), feature["buckets"])
     values, figures = _filled(name, raw, feature, statistics.of(name))
@@ -169,8 +184,6 @@ def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
     the label, where it comes from and the values (ExampleGen checks label columns of numbers already;
     these checks cover expr labels and string classes)."""
     name, task = label["name"], label["task"]
-    if task == "multiclass" and raw.dtype == tf.string:
-        return _string_classes(label, raw)
     if raw.dtype == tf.string:
         raise ValueError(f"label {name!r}: a {task} label needs numbers; for strings use an expr "
                          "such as \"answer == 'yes'\" (binary) or task multiclass")
@@ -194,12 +207,17 @@ def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
     return _checked(label, is_class, values, why, tf.cast(values, tf.int64))
 
 
-def _string_classes(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
-    """String classes -> ids by a vocabulary of the training data (most frequent first): more classes than
-    num_classes stop the run. (A class the training data lacks gets -1, which the Trainer refuses; it is
-    not checked here: while tf.Transform analyzes, every id is -1.)"""
-    name, classes = label["name"], label["num_classes"]
-    ids = tft.compute_and_apply_vocabulary(raw, num_oov_buckets=0, default_value=-1, vocab_filename=name)
+def _string_classes_wanted(label: dict[str, Any], raw: tf.Tensor) -> bool:
+    """Whether the label is string classes, numbered by a vocabulary of the training data."""
+    return label["task"] == "multiclass" and raw.dtype == tf.string
+
+
+def _string_classes(label: dict[str, Any], raw: tf.Tensor, vocabulary: tf.Tensor) -> tf.Tensor:
+    """String classes -> ids by their vocabulary (most frequent first): more classes than num_classes stop
+    the run. (A class the training data lacks gets -1, which the Trainer refuses; it is not checked here:
+    while tf.Transform analyzes, every id is -1.)"""
+    classes = label["num_classes"]
+    ids = tft.apply_vocabulary(raw, vocabulary, default_value=-1, num_oov_buckets=0)
     why = (f"is a multiclass label with num_classes {classes}, and has more classes than that; raise "
            "label.num_classes or fix the data")
     return _checked(label, ids < classes, raw, why, ids)

@@ -1,11 +1,16 @@
 """The analyzers of the generic preprocessing_fn are combined across features (one per figure over the features
 stacked as columns; quantiles one per bucket count) and give what one analyzer per feature gave: the outputs of a
 spec of every transform kind, on data with missing values in several batches, equal those of a reference with
-analyzers of their own per feature (the implementation before they were combined), value for value."""
+analyzers of their own per feature (the implementation before they were combined), value for value, and so do
+the vocabulary files (one analyzer for every vocabulary), byte for byte, with their registered names and sizes."""
 
 from __future__ import annotations
 
+import json
+import os
+import pickle
 import tempfile
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +25,8 @@ E = [None] * len(A)  # no value at all: its quantiles are zeros, whether alone o
 K = [0, 1, 2, 2, 5, 1, None, 3, 0, 4, 9, 1]
 S = ["red", "blue", None, "red", "green", "red", "blue", None, "red", "teal", "blue", "red"]
 T = ["x", None, "y", "x", "z", "x", "y", "x", None, "w", "y", "x"]
+# tokens tft.vocabulary leaves out of a text file (a line break in them), ties broken by the tokens' bytes
+U = ["a\nb", "b", "c\r", "b", "a", "c", "a", "é", "b", "é", "a", "c"]
 V = [[float(i), float(i * i % 7)] for i in range(len(A))]  # a fixed-length list: analyzers of its own
 Y = [0, 1, 0, 1, 1, 0, 1, 0, 1, 0, 1, 0]
 
@@ -40,10 +47,15 @@ EVERY_KIND = [
     feature("ia", "a", "identity"), feature("ib", "b", "identity", fill=-1.0),
     feature("ck", "k", "categorical", num_buckets=6), feature("ck0", "k", "categorical", fill=0, num_buckets=6),
     feature("vs", "s", "vocabulary"), feature("vt", "t", "vocabulary", top_k=2, oov_buckets=2),
-    feature("vsf", "s", "vocabulary", fill="none", frequency_threshold=2),
+    feature("vsf", "s", "vocabulary", fill="none", frequency_threshold=2), feature("vu", "u", "vocabulary"),
+    feature("vk", "k", "vocabulary", top_k=3), feature("ve", "e", "vocabulary", oov_buckets=1),
+    feature("vs9", "s", "vocabulary", frequency_threshold=9),
     feature("hs", "s", "hash", buckets=5), feature("ht", "t", "hash", fill="?", buckets=7),
 ]
 CONFIG = {"features": EVERY_KIND, "label": {"name": "label", "column": "y", "expr": None, "task": "binary"}}
+# a label of string classes: its classes are a vocabulary too
+STRING_CLASSES = {"features": [f for f in EVERY_KIND if f["transform"] == "vocabulary"],
+                  "label": {"name": "label", "column": "u", "expr": None, "task": "multiclass", "num_classes": 9}}
 
 
 def reference_fn(inputs: dict[str, Any], config: dict[str, Any], boundaries_over_filled: bool = False) -> dict:
@@ -53,7 +65,7 @@ def reference_fn(inputs: dict[str, Any], config: dict[str, Any], boundaries_over
     import tensorflow_transform as tft
 
     from tfxd.components.transform.expressions_tf import compile_expression
-    from tfxd.components.transform.preprocessing import _Columns, _label, _strings
+    from tfxd.components.transform.preprocessing import _checked, _Columns, _label, _strings
 
     columns = _Columns(inputs)
     outputs = {}
@@ -95,32 +107,66 @@ def reference_fn(inputs: dict[str, Any], config: dict[str, Any], boundaries_over
         else:
             outputs[name] = tf.cast(filled, tf.float32)
     label = config["label"]
-    outputs[label["name"]] = _label(label, columns.get(label["column"]))
+    raw = columns.get(label["column"])
+    if raw.dtype == tf.string:
+        ids = tft.compute_and_apply_vocabulary(raw, num_oov_buckets=0, default_value=-1, vocab_filename=label["name"])
+        outputs[label["name"]] = _checked(label, ids < label["num_classes"], raw, "has more classes", ids)
+    else:
+        outputs[label["name"]] = _label(label, raw)
     return outputs
 
 
-def transformed(preprocessing_fn: Any, tf_compat_v1: bool = False) -> dict[str, np.ndarray]:
+def transformed(preprocessing_fn: Any, tf_compat_v1: bool = False) -> dict[str, Any]:
     """Every output of ``preprocessing_fn`` on the data above, by tf.Transform's Beam implementation in
     batches of 5 (so the analyzers merge what they accumulated over several batches); in tf.Transform's
-    TF1 graph mode when ``tf_compat_v1``, as the pipeline runs the generic preprocessing_fn."""
+    TF1 graph mode when ``tf_compat_v1``, as the pipeline runs the generic preprocessing_fn. Under
+    VOCABULARIES, by name: the file's name, its bytes and the vocabulary's size, as TFTransformOutput finds
+    them in the transform graph WriteTransformFn wrote."""
+    import apache_beam as beam
     import tensorflow as tf
+    import tensorflow_transform as tft
     import tensorflow_transform.beam as tft_beam
     from tensorflow_transform.tf_metadata import dataset_metadata, schema_utils
+
+    from tfxd.direct_runner import direct_args
 
     def listed(value: Any) -> list:
         return [] if value is None else [value]
 
     rows = [{"a": listed(a), "b": listed(b), "c": [c], "e": listed(e), "k": listed(k), "s": listed(s),
-             "t": listed(t), "v": v, "y": [y]} for a, b, c, e, k, s, t, v, y in zip(A, B, C, E, K, S, T, V, Y, strict=True)]
+             "t": listed(t), "u": u.encode(), "v": v, "y": [y]}
+            for a, b, c, e, k, s, t, u, v, y in zip(A, B, C, E, K, S, T, U, V, Y, strict=True)]
     numbers = {column: tf.io.VarLenFeature(tf.float32) for column in "abcek"}
     metadata = dataset_metadata.DatasetMetadata(schema_utils.schema_from_feature_spec({
         **numbers, "s": tf.io.VarLenFeature(tf.string), "t": tf.io.VarLenFeature(tf.string),
+        "u": tf.io.FixedLenFeature([], tf.string),
         "v": tf.io.FixedLenFeature([2], tf.float32), "y": tf.io.VarLenFeature(tf.int64)}))
     with tempfile.TemporaryDirectory() as temp, tft_beam.Context(temp_dir=temp, desired_batch_size=5,
-                          force_tf_compat_v1=tf_compat_v1):
-        (out, _), _ = ((rows, metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing_fn, output_record_batches=False))
-    return {name: np.array([row[name] for row in out]) for name in out[0]}
+                                                                 force_tf_compat_v1=tf_compat_v1):
+        with beam.Pipeline(argv=direct_args("in_memory", 1)) as pipeline:
+            (out, _), transform_fn = ((pipeline | beam.Create(rows, reshuffle=False), metadata)
+                                      | tft_beam.AnalyzeAndTransformDataset(preprocessing_fn,
+                                                                            output_record_batches=False))
+            _ = out | beam.combiners.ToList() | beam.Map(_keep, temp)
+            _ = transform_fn | tft_beam.WriteTransformFn(f"{temp}/output")
+        with open(f"{temp}/rows.pickle", "rb") as handle:
+            out = pickle.load(handle)
+        graph = tft.TFTransformOutput(f"{temp}/output")
+        asset_map = Path(temp, "output", "transformed_metadata", graph.ASSET_MAP)
+        names = sorted(json.loads(asset_map.read_text())) if asset_map.exists() else []
+        vocabularies = {}
+        for name in names:
+            with open(graph.vocabulary_file_by_name(name), "rb") as handle:
+                vocabularies[name] = (os.path.basename(handle.name), handle.read(), graph.vocabulary_size_by_name(name))
+    return {**{name: np.array([row[name] for row in out]) for name in out[0]}, VOCABULARIES: vocabularies}
+
+
+VOCABULARIES = "(vocabularies)"
+
+
+def _keep(rows: list, folder: str) -> None:
+    with open(f"{folder}/rows.pickle", "wb") as handle:
+        pickle.dump(rows, handle)
 
 
 @pytest.fixture(scope="module")
@@ -128,9 +174,10 @@ def reference() -> dict[str, np.ndarray]:
     return transformed(lambda inputs: reference_fn(inputs, CONFIG))
 
 
-def assert_same(outputs: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+def assert_same(outputs: dict[str, Any], expected: dict[str, Any]) -> None:
     assert set(outputs) == set(expected)
-    for name in sorted(expected):
+    assert outputs[VOCABULARIES] == expected[VOCABULARIES]
+    for name in sorted(set(expected) - {VOCABULARIES}):
         np.testing.assert_array_equal(outputs[name], expected[name], err_msg=f"feature {name}")
 
 
@@ -145,6 +192,21 @@ def test_every_kind_gives_what_analyzers_per_feature_gave(reference, tf_compat_v
     assert_same(outputs, reference)
     assert len(set(reference["ba"])) == 3 and len(set(reference["bc"])) == 4  # the buckets are used
     assert set(reference["be"]) == {2}  # zero boundaries, a NaN fill: the last bucket
+    files = {name: contents for name, (_, contents, _) in reference[VOCABULARIES].items()}
+    assert files["vu"] == "b\na\né\nc\n".encode()  # no line breaks; ties: the larger token first
+    assert files["vk"] == b"1\n2\n0\n"  # numbers as tokens, the top 3
+    assert files["ve"] == files["vs9"] == b"49d0cd50-04bb-48c0-bc6f-5b575dce351a\n"  # none: tf.Transform's token
+    assert reference[VOCABULARIES]["ve"][2] == 1 and set(reference["ve"]) == {1}  # all out of it: the oov bucket
+
+
+@pytest.mark.parametrize("tf_compat_v1", [False, True], ids=["tf2", "tf1-graph"])
+def test_string_classes_are_numbered_as_before(tf_compat_v1):
+    """A label of string classes shares the one vocabulary analyzer with the features and keeps its ids and file."""
+    from tfxd.components.transform.preprocessing import preprocessing_fn
+
+    expected = transformed(lambda inputs: reference_fn(inputs, STRING_CLASSES))
+    assert_same(transformed(lambda inputs: preprocessing_fn(inputs, STRING_CLASSES), tf_compat_v1), expected)
+    assert list(expected["label"]) == [-1, 0, -1, 0, 1, 3, 1, 2, 0, 2, 1, 3]  # b, a, é, c; -1 where filtered out
 
 
 def test_the_comparison_sees_boundaries_computed_over_the_filled_values(reference):
@@ -152,7 +214,24 @@ def test_the_comparison_sees_boundaries_computed_over_the_filled_values(referenc
     config = {**CONFIG, "features": [f for f in EVERY_KIND if f["name"] == "bb"]}
     mistaken = transformed(lambda inputs: reference_fn(inputs, config, boundaries_over_filled=True))
     with pytest.raises(AssertionError, match="feature bb"):
-        assert_same(mistaken, {name: reference[name] for name in ("bb", "label")})
+        assert_same(mistaken, {"bb": reference["bb"], "label": reference["label"], VOCABULARIES: {}})
+
+
+def test_the_comparison_sees_a_vocabulary_ordered_otherwise(reference, monkeypatch):
+    """The comparison bites on files too: ties broken the other way (smaller token first) give another file."""
+    from tfxd.components.transform import analyzers
+    from tfxd.components.transform.preprocessing import preprocessing_fn
+
+    def ties_ascending(pairs, key=None, reverse=False):
+        return sorted(pairs, key=key or (lambda pair: (-pair[0], pair[1])), reverse=bool(key) and reverse)
+
+    monkeypatch.setattr(analyzers, "sorted", ties_ascending, raising=False)
+    mistaken = transformed(lambda inputs: preprocessing_fn(inputs, {**CONFIG, "features": [
+        f for f in EVERY_KIND if f["name"] == "vu"]}))
+    assert mistaken[VOCABULARIES]["vu"][1] == "a\nb\nc\né\n".encode()
+    with pytest.raises(AssertionError):
+        assert_same(mistaken, {"vu": reference["vu"], "label": reference["label"],
+                               VOCABULARIES: {"vu": reference[VOCABULARIES]["vu"]}})
 
 
 def analyzer_scopes(features: list[dict]) -> list[str]:
@@ -165,23 +244,18 @@ def analyzer_scopes(features: list[dict]) -> list[str]:
     config = {"features": features, "label": {"name": "label", "column": "y", "expr": None, "task": "regression"}}
     with tf.compat.v1.Graph().as_default() as graph:
         inputs = {column: tf.compat.v1.placeholder(tf.float32, [None]) for column in "abceky"}
-        inputs.update(s=tf.compat.v1.placeholder(tf.string, [None]), t=tf.compat.v1.placeholder(tf.string, [None]))
+        inputs.update({column: tf.compat.v1.placeholder(tf.string, [None]) for column in "stu"})
         preprocessing_fn(inputs, config)
         sinks = graph.get_collection(analyzer_nodes.TENSOR_REPLACEMENTS)
-    # an analyzer's outputs share its scope: "mean", "quantiles_1", "compute_and_apply_vocabulary_2/vocabulary"
-    return sorted({"/".join(sink.tensor.name.split("/")[:2 if "vocabulary" in sink.tensor.name else 1])
-                   for sink in sinks})
+    # an analyzer's outputs share its scope: "mean", "quantiles_1", "vocabularies"
+    return sorted({sink.tensor.name.split("/")[0] for sink in sinks})
 
 
 @pytest.mark.parametrize("copies", [1, 10])
-def test_numeric_analyzers_do_not_grow_with_the_features(copies):
-    """Every numeric figure is one analyzer for all features, quantiles one per bucket count; vocabularies keep
-    one each (tf.Transform has no combined form that gives the same ids and files)."""
-    numeric = [dict(f, name=f"{f['name']}_{i}") for i in range(copies) for f in EVERY_KIND
-               if f["expr"] != "v" and TRANSFORMS[f["transform"]].reads == "number"]
-    vocabularies = [f for f in EVERY_KIND if f["transform"] == "vocabulary"]
-    scopes = analyzer_scopes(numeric + vocabularies)
-    numeric_scopes = [scope for scope in scopes if "vocabulary" not in scope]
-    assert numeric_scopes == ["max", "mean", "min", "quantiles", "quantiles_1", "quantiles_2", "var"], scopes
-    assert len(scopes) - len(numeric_scopes) == len(vocabularies)
-    assert len(scopes) < len(numeric) + len(vocabularies)
+def test_analyzers_do_not_grow_with_the_features(copies):
+    """Every numeric figure is one analyzer for all features, quantiles one per bucket count, every vocabulary
+    one analyzer for all, however many features there are."""
+    features = [dict(f, name=f"{f['name']}_{i}") for i in range(copies) for f in EVERY_KIND if f["expr"] != "v"]
+    scopes = analyzer_scopes(features)
+    assert scopes == ["max", "mean", "min", "quantiles", "quantiles_1", "quantiles_2", "var", "vocabularies"]
+    assert sum(f["transform"] == "vocabulary" for f in features) == 7 * copies
