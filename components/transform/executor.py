@@ -31,28 +31,73 @@ def _without_deep_copy():
 
 
 @contextlib.contextmanager
-def _one_analyze_trace() -> Iterator[None]:
-    """TFX's executor asks tf.Transform which columns the analyzers read twice for the same preprocessing_fn
-    and inputs (tfx/components/transform/executor.py: once to fail fast, once in _RunBeamImpl), and each
-    asks traces the whole preprocessing_fn again. The answer depends only on the function and the input
-    specs, so the second ask reads the first's answer."""
+def _one_inspection_trace() -> Iterator[None]:
+    """TFX's executor asks tf.Transform which columns the analyzers read, twice (tfx/components/transform/
+    executor.py: once to fail fast, once in _RunBeamImpl), then which columns the transform reads, for the
+    same preprocessing_fn and inputs; each ask traces the whole preprocessing_fn again. Here the three asks
+    share one trace (tf.Transform's own inspection functions, reading one traced graph: they only read
+    it), and the analyze columns are answered once."""
     import tensorflow_transform as tft
+    from tensorflow_transform import impl_helper
 
-    original = tft.get_analyze_input_columns
+    original_trace = impl_helper.trace_preprocessing_function
+    originals = {"get_analyze_input_columns": tft.get_analyze_input_columns,
+                 "get_transform_input_columns": tft.get_transform_input_columns}
+    traces: dict[tuple[object, ...], Any] = {}
     answers: dict[tuple[object, ...], list[str]] = {}
 
-    def remembered(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any],
-                   force_tf_compat_v1: bool = False) -> list[str]:
-        key = (preprocessing_fn, force_tf_compat_v1, tuple(sorted((name, repr(spec)) for name, spec in specs.items())))
-        if key not in answers:
-            answers[key] = original(preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
-        return list(answers[key])
+    def traced_once(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any], use_tf_compat_v1: bool,
+                    base_temp_dir: str | None = None) -> Any:
+        key = (preprocessing_fn, use_tf_compat_v1, base_temp_dir, _specs_key(specs))
+        if key not in traces:
+            traces[key] = original_trace(preprocessing_fn, specs, use_tf_compat_v1=use_tf_compat_v1,
+                                         base_temp_dir=base_temp_dir)
+        return traces[key]
 
-    tft.get_analyze_input_columns = remembered
+    def inspecting(name: str) -> Callable[..., list[str]]:
+        def inspect(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any],
+                    force_tf_compat_v1: bool = False) -> list[str]:
+            key = (name, preprocessing_fn, force_tf_compat_v1, _specs_key(specs))
+            if key not in answers:
+                impl_helper.trace_preprocessing_function = traced_once
+                try:
+                    answers[key] = originals[name](preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
+                finally:
+                    impl_helper.trace_preprocessing_function = original_trace
+            return list(answers[key])
+        return inspect
+
+    for name in originals:
+        setattr(tft, name, inspecting(name))
     try:
         yield
     finally:
-        tft.get_analyze_input_columns = original
+        for name, original in originals.items():
+            setattr(tft, name, original)
+
+
+def _specs_key(specs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((name, repr(spec)) for name, spec in specs.items()))
+
+
+@contextlib.contextmanager
+def _no_cache_inspection(input_dict: Mapping[str, Any], output_dict: Mapping[str, Any]) -> Iterator[None]:
+    """Without an analyzer cache (the component has neither cache channel: tfxd turns it off), TFX still
+    traces the preprocessing_fn and builds its analysis graph once more to list the analyzers' cache
+    keys, used then only to estimate the stage count for its telemetry and to read a cache it does not
+    have (tfx/components/transform/executor.py, _OptimizeRun). Without a cache the keys are none."""
+    from tensorflow_transform.beam import analysis_graph_builder
+
+    if (standard_component_specs.ANALYZER_CACHE_KEY in input_dict
+            or standard_component_specs.UPDATED_ANALYZER_CACHE_KEY in output_dict):
+        yield
+        return
+    original = analysis_graph_builder.get_analysis_cache_entry_keys
+    analysis_graph_builder.get_analysis_cache_entry_keys = lambda *args, **kwargs: []
+    try:
+        yield
+    finally:
+        analysis_graph_builder.get_analysis_cache_entry_keys = original
 
 
 def _carry_properties(input_dict, output_dict) -> None:
@@ -73,7 +118,7 @@ class Executor(tfx_transform.Executor):
         import tensorflow_transform as tft
 
         files.empty_outputs(output_dict)  # a retry in place meets the first attempt's files
-        with _without_deep_copy(), _one_analyze_trace():
+        with _without_deep_copy(), _one_inspection_trace(), _no_cache_inspection(input_dict, output_dict):
             super().Do(input_dict, output_dict, exec_properties)
         _carry_properties(input_dict, output_dict)
         graph_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
