@@ -26,7 +26,7 @@ from tfxd.components.example_gen.csv_chunks import Piece
 
 
 class Source(Protocol):
-    def pieces(self, item: tuple[int, str, str], chunk_bytes: int) -> Iterator[Piece]: ...
+    def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]: ...
 
     def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]: ...
 
@@ -36,8 +36,8 @@ class Source(Protocol):
 class Csv:
     """A chunk is the header and the lines that start in its range; a whole file is read as a stream."""
 
-    def pieces(self, item: tuple[int, str, str], chunk_bytes: int) -> Iterator[Piece]:
-        return csv_chunks.pieces(item, input_files.open_file, chunk_bytes)
+    def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]:
+        return csv_chunks.pieces(item, input_files.open_file, chunk_bytes, workers)
 
     def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
         path, opener = piece[1], _chunk_opener(piece, header_line=True)
@@ -54,9 +54,10 @@ class Csv:
 class JsonLines:
     """As CSV's, without a header (and without the scan for quotes: csv_chunks)."""
 
-    def pieces(self, item: tuple[int, str, str], chunk_bytes: int) -> Iterator[Piece]:
+    def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]:
         index, path, split = item
-        for part, (start, end) in enumerate(csv_chunks.ranges(path, input_files.open_file, chunk_bytes, scan=False)):
+        for part, (start, end) in enumerate(csv_chunks.ranges(path, input_files.open_file, chunk_bytes, scan=False,
+                                                              workers=workers)):
             yield index, path, split, part, start, end
 
     def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
@@ -86,22 +87,25 @@ class JsonLines:
 
 
 class Parquet:
-    """A piece is a run of row groups [start, end)."""
+    """A piece is a run of row groups [start, end), of about one size (csv_chunks.piece_count of them)."""
 
-    def pieces(self, item: tuple[int, str, str], chunk_bytes: int) -> Iterator[Piece]:
+    def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]:
         import pyarrow.parquet as pq
 
         index, path, split = item
         with input_files.open_file(path) as raw:
             metadata = pq.ParquetFile(raw).metadata
+        sizes = [metadata.row_group(group).total_byte_size for group in range(metadata.num_row_groups)]
+        total = sum(sizes)
+        count = min(csv_chunks.piece_count(total, chunk_bytes, workers), max(len(sizes), 1))
         first, size, part = 0, 0, 0
-        for group in range(metadata.num_row_groups):
-            size += metadata.row_group(group).total_byte_size
-            if size >= chunk_bytes:
+        for group, group_size in enumerate(sizes):
+            size += group_size
+            if size * count >= total * (part + 1) and part < count - 1:  # past its share of the bytes
                 yield index, path, split, part, first, group + 1
-                first, size, part = group + 1, 0, part + 1
-        if first < metadata.num_row_groups or part == 0:
-            yield index, path, split, part, first, metadata.num_row_groups
+                first, part = group + 1, part + 1
+        if first < len(sizes) or part == 0:
+            yield index, path, split, part, first, len(sizes)
 
     def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
         import pyarrow.parquet as pq

@@ -218,14 +218,16 @@ def _masked_crc(data: bytes) -> int:
 
 
 def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],
-             split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int):
+             split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int,
+             workers: int = 1):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
     (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
-    ``chunk_bytes`` in pieces (column_sources) where that is exact. Returns the PCollections of
+    ``chunk_bytes`` in pieces (column_sources) where that is exact, as many for each of ``workers``
+    worker processes where the file is large enough. Returns the PCollections of
     {split: count}, the bad records' reasons and the merged {column: kind}."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
-              | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes)
+              | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes, workers)
               | "Spread" >> beam.Reshuffle())  # the pieces of one file to every worker
     seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
             | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))

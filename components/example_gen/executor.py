@@ -24,7 +24,7 @@ from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from tfxd import keys, reader_config
+from tfxd import direct_runner, keys, reader_config
 from tfxd.components.example_gen import (
     column_sources,
     columnar,
@@ -249,7 +249,8 @@ class Executor(BaseExampleGenExecutor):
         with self._make_beam_pipeline() as pipeline:
             counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
                                                   split_uris, _buckets(output_config), temp_dir,
-                                                  csv_chunks.CHUNK_BYTES)
+                                                  csv_chunks.CHUNK_BYTES,
+                                                  direct_runner.worker_processes(self._beam_pipeline_args))
             counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
             reports.write_columns_and_bad(seen, [bad], report_dir)
             _write_drift_examples(pipeline, exec_properties)

@@ -9,12 +9,13 @@ import inspect
 from unittest import mock
 
 import apache_beam as beam
+import pytest
 from apache_beam.coders import VarIntCoder
 from apache_beam.runners.common import MethodWrapper
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from tfxd.direct_runner import direct_args, signatures_remembered
+from tfxd.direct_runner import direct_args, signatures_remembered, worker_processes
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
 EXPIRY = userstate.TimerSpec("expiry", userstate.TimeDomain.WATERMARK)
@@ -90,3 +91,16 @@ def test_a_stateful_pipeline_gives_the_same_results_on_the_in_process_runner():
     run()
     with signatures_remembered():
         run()
+
+
+@pytest.mark.parametrize(("args", "processes"), [
+    (direct_args("multi_processing", 3), 3),
+    (direct_args("in_memory", 1), 1),
+    (["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=0"], None),
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--direct_num_workers=4"], 1),
+    ([], 1),
+])
+def test_worker_processes_are_the_direct_runners_own(args, processes):
+    import os
+
+    assert worker_processes(args) == (processes or os.cpu_count())

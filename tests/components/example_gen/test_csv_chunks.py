@@ -82,3 +82,56 @@ def test_a_bad_record_in_a_chunk_is_named_by_its_line_in_the_file(run_example_ge
     splits, artifact = run_example_gen({**data, "bad_records": "skip"})
     assert sum(len(examples) for examples in splits.values()) == 2999
     assert json.loads(artifact.get_string_custom_property("tfxd_bad_records")) == {"ragged row": 1}
+
+
+@pytest.mark.parametrize(("size", "workers", "count"), [
+    (23 << 20, 1, 2),  # above a chunk: two pieces of one size (not 16 MB and 7)
+    (23 << 20, 2, 2),
+    (58 << 20, 2, 4),
+    (40 << 20, 2, 4),  # three would leave one worker two of them
+    (40 << 20, 3, 3),
+    (10 << 20, 2, 2),  # below a chunk, cut for the workers
+    (7 << 20, 2, 1),  # too small to cut: pieces under MIN_PIECE_BYTES cost more than they bring
+    (9 << 20, 4, 2),  # four would be too small: as many as the size allows
+    (1 << 10, 1, 1),
+])
+def test_a_file_is_cut_into_pieces_of_one_size_as_many_for_each_worker(size, workers, count):
+    assert csv_chunks.piece_count(size, csv_chunks.CHUNK_BYTES, workers) == count
+
+
+def test_pieces_for_workers_are_of_one_size_and_read_every_line_once(tmp_path):
+    path = tmp_path / "d.csv"
+    path.write_text(HEADER + _lines(300))
+    size = path.stat().st_size
+    ranges = csv_chunks.ranges(str(path), input_files.open_file, size, workers=4)
+    assert ranges == [csv_chunks.WHOLE]  # a few kB: not worth cutting
+    original = csv_chunks.MIN_PIECE_BYTES
+    try:
+        csv_chunks.MIN_PIECE_BYTES = 1000
+        ranges = csv_chunks.ranges(str(path), input_files.open_file, size, workers=4)
+    finally:
+        csv_chunks.MIN_PIECE_BYTES = original
+    assert len(ranges) == 4 and len({end - start for start, end in ranges[:-1]}) == 1
+    assert ranges[-1][1] == size and ranges[-1][1] - ranges[-1][0] <= ranges[0][1] - ranges[0][0]
+    read = []
+    for start, end in ranges:
+        chunk_text = csv_chunks.text(str(path), input_files.open_file, start, end)
+        read += _rows(str(path), csv_chunks.opener_of(chunk_text), 0) if chunk_text else []
+    assert [values for _, values in read] == [values for _, values in _rows(str(path), input_files.open_file)]
+
+
+def test_worker_processes_get_a_file_each_of_one_size_with_the_same_examples(run_example_gen, tmp_path):
+    """Two worker processes, a 9 MB CSV (under one chunk): two files per split, about as large, holding what
+    one process writes in one file per split (the next components read a file per worker)."""
+    from tfxd.direct_runner import direct_args
+
+    rows = "".join(f"{i * 0.25},{i % 9},company {i % 101} {'x' * (i % 40)}\n" for i in range(220_000))
+    (tmp_path / "big.csv").write_text(HEADER + rows)
+    assert 8 << 20 < (tmp_path / "big.csv").stat().st_size < csv_chunks.CHUNK_BYTES
+    data = {"format": "csv", "path": "big.csv", "splits": {"train": 0.75, "eval": 0.25}}
+    one, _ = run_example_gen(data)
+    two, artifact = run_example_gen(data, direct_args("multi_processing", 2))
+    assert two == one and sum(map(len, one.values())) == 220_000
+    for split in ("train", "eval"):
+        sizes = [path.stat().st_size for path in (tmp_path / "out-1" / "examples" / f"Split-{split}").glob("*.gz")]
+        assert len(sizes) == 2 and min(sizes) > 0.9 * max(sizes), sizes

@@ -16,6 +16,7 @@ import pytest
 from tests.components.example_gen.conftest import EXTERNAL
 from tfxd.components.example_gen import (
     column_sources,
+    csv_chunks,
     csv_columns,
     input_files,
     records,
@@ -111,6 +112,21 @@ def test_the_taxi_rows_as_parquet_read_the_same_by_row_groups(tmp_path):
     pq.write_table(pa.Table.from_pylist(_taxi_rows()), path, row_group_size=1000)
     assert len(_same(str(path), "parquet", chunk_bytes=50_000)) == 10000
     assert _column_wise(str(path), "parquet", chunk_bytes=50_000)[2] > 3
+
+
+def test_parquet_pieces_for_workers_are_runs_of_about_one_size(tmp_path, monkeypatch):
+    """As many runs of row groups for each worker, split by their bytes (csv_chunks.piece_count)."""
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist(_taxi_rows()), path, row_group_size=1000)
+    groups = pq.ParquetFile(path).metadata.num_row_groups
+    source = column_sources.SOURCES["parquet"]
+    assert [piece[4:] for piece in source.pieces((0, str(path), ""), 1 << 30, 2)] == [(0, groups)]  # small
+    monkeypatch.setattr(csv_chunks, "MIN_PIECE_BYTES", 1000)
+    assert [piece[4:] for piece in source.pieces((0, str(path), ""), 1 << 30, 2)] == [(0, 5), (5, 10)]
+    assert [piece[4:] for piece in source.pieces((0, str(path), ""), 1 << 30, 3)] == [(0, 4), (4, 7), (7, 10)]
+    runs = [piece[4:] for piece in source.pieces((0, str(path), ""), 1, 2)]  # a piece per byte: each group at most
+    assert runs[0][0] == 0 and runs[-1][1] == groups and groups // 2 < len(runs) <= groups
+    assert all(start < end == next_start for (start, end), (next_start, _) in zip(runs, runs[1:] + [(groups, 0)], strict=True))
 
 
 def test_tricky_json_lines_give_the_same_kinds_and_bytes(tmp_path):
