@@ -9,13 +9,14 @@ so each feature's figure is the one an analyzer of its own would give.
 Every vocabulary (of features and of a label's string classes) comes from one analyzer too (``vocabularies``):
 tf.Transform has none that computes several vocabularies, each with its own top_k, frequency threshold and file,
 so it is a Beam PTransform of tfxd's through tf.Transform's own ``ptransform_analyzer``, which writes each file
-as tft.vocabulary writes it (same tokens, order, empty-vocabulary token, file name, registered size).
+as tft.vocabulary writes it (same tokens, order, empty-vocabulary token, file name and registered name).
 
 Not combined: the figures of fixed-length list features (reduced over all their values; rare, so they keep
 analyzers of their own, see preprocessing._filled).
 """
 from __future__ import annotations
 
+import heapq
 import math
 import operator
 from typing import Any, NamedTuple
@@ -188,11 +189,11 @@ class _WriteVocabularies(tft_beam_experimental.PTransformAnalyzer):
     """Batches of (tokens, counts) per vocabulary -> every vocabulary's file path, each a PCollection of one
     element (what ptransform_analyzer takes).
 
-    Tokens are counted per (vocabulary, token) in one combine; each vocabulary is then ordered, pruned and
-    written on its own (a group per vocabulary, so several are written in parallel): as tft.vocabulary,
-    most frequent first, ties in descending byte order of the tokens (tf.Transform sorts (count, token)
-    pairs largest first), then those below the frequency threshold dropped, then the first top_k kept; one
-    token per line; a vocabulary left without any token holds tf.Transform's empty-vocabulary token."""
+    Tokens are counted per (vocabulary, token) in one combine; each vocabulary is then pruned (_Pruned) and
+    written on its own (a key per vocabulary, so several are written in parallel): as tft.vocabulary, those
+    below the frequency threshold dropped, most frequent first, ties in descending byte order of the tokens
+    (tf.Transform sorts (count, token) pairs largest first), the first top_k kept; one token per line; a
+    vocabulary left without any token holds tf.Transform's empty-vocabulary token."""
 
     def __init__(self, options: list[tuple[str, int | None, int]]) -> None:
         super().__init__()
@@ -206,7 +207,7 @@ class _WriteVocabularies(tft_beam_experimental.PTransformAnalyzer):
                    | "ByVocabulary" >> beam.Map(_by_vocabulary))
         written = ((counted, every)
                    | "WithEveryVocabulary" >> beam.Flatten()
-                   | "GroupByVocabulary" >> beam.GroupByKey()
+                   | "Prune" >> beam.CombinePerKey(_Pruned(self._options))
                    | "Write" >> beam.Map(_write, self._options, self.base_temp_dir)
                    | "Gather" >> beam.combiners.ToList()
                    | "InOrder" >> beam.Map(_in_order))
@@ -219,20 +220,61 @@ def _keyed_counts(batch: list[np.ndarray]) -> Any:
             yield (i // 2, token), count
 
 
-def _by_vocabulary(counted: tuple[tuple[int, bytes], int]) -> tuple[int, tuple[int, bytes]]:
+def _by_vocabulary(counted: tuple[tuple[int, bytes], int]) -> tuple[int, tuple[int, int, bytes]]:
     (index, token), count = counted
-    return index, (count, token)
+    return index, (index, count, token)
 
 
-def _write(grouped: tuple[int, Any], options: list[tuple[str, int | None, int]], temp_dir: str
+class _Pruned(beam.CombineFn):
+    """One vocabulary's (count, token) pairs at or above its frequency threshold, largest first: with a
+    top_k only its top_k largest, kept in a heap of that size while they are combined (memory bounded by
+    top_k, as tft.vocabulary's Top.Of keeps it), else all of them (as tft.vocabulary gathers them). Its
+    inputs are (index, count, token), or None (the marker that makes every vocabulary a key)."""
+
+    def __init__(self, options: list[tuple[str, int | None, int]]) -> None:
+        self._options = options
+
+    def create_accumulator(self) -> list[Any]:
+        return [None, []]  # [the vocabulary's index once seen, its pairs]
+
+    def add_input(self, kept: list[Any], counted: tuple[int, int, bytes] | None) -> list[Any]:
+        if counted is None:
+            return kept
+        index, count, token = counted
+        _, top_k, threshold = self._options[index]
+        if count < threshold:
+            return kept
+        kept[0], pairs, pair = index, kept[1], (count, token)
+        if top_k is None:
+            pairs.append(pair)
+        elif len(pairs) < top_k:
+            heapq.heappush(pairs, pair)
+        elif pair > pairs[0]:
+            heapq.heapreplace(pairs, pair)
+        return kept
+
+    def merge_accumulators(self, accumulators: Any) -> list[Any]:
+        accumulators = list(accumulators)
+        index = next((kept[0] for kept in accumulators if kept[0] is not None), None)
+        pairs = [pair for kept in accumulators for pair in kept[1]]
+        top_k = None if index is None else self._options[index][1]
+        if top_k is not None:
+            pairs = heapq.nlargest(top_k, pairs)
+            heapq.heapify(pairs)
+        return [index, pairs]
+
+    def extract_output(self, kept: list[Any]) -> list[tuple[int, bytes]]:
+        return sorted(kept[1], reverse=True)
+
+
+def _write(pruned: tuple[int, list[tuple[int, bytes]]], options: list[tuple[str, int | None, int]], temp_dir: str
            ) -> tuple[int, np.ndarray]:
     """(index, the file's path) for one vocabulary, its file written."""
     from apache_beam.io.filesystems import FileSystems
 
-    index, counts = grouped
-    filename, top_k, threshold = options[index]
-    ordered = sorted((pair for pair in counts if pair is not None and pair[0] >= threshold), reverse=True)
-    tokens = [token for _, token in ordered[:top_k]] or [_EMPTY_VOCABULARY_TOKEN]
+    index, ordered = pruned
+    tokens = [token for _, token in ordered] or [_EMPTY_VOCABULARY_TOKEN]
+    filename = options[index][0]
     path = FileSystems.join(temp_dir, filename)
     with FileSystems.create(path) as handle:
         handle.write(b"".join(token + b"\n" for token in tokens))

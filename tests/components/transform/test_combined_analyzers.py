@@ -259,3 +259,29 @@ def test_analyzers_do_not_grow_with_the_features(copies):
     scopes = analyzer_scopes(features)
     assert scopes == ["max", "mean", "min", "quantiles", "quantiles_1", "quantiles_2", "var", "vocabularies"]
     assert sum(f["transform"] == "vocabulary" for f in features) == 7 * copies
+
+
+@pytest.mark.parametrize(("top_k", "threshold"), [(None, 0), (3, 0), (3, 4), (50, 2), (1, 0)])
+def test_a_vocabulary_is_pruned_as_if_sorted_whole_however_it_is_combined(top_k, threshold):
+    """Counts added and merged in any grouping keep what sorting them all and cutting would: the tokens at or
+    above the threshold, largest (count, token) first, the first top_k (a heap of top_k while combining)."""
+    import random
+
+    from tfxd.components.transform.analyzers import _Pruned
+
+    draw = random.Random(7)
+    counted = [(0, draw.randint(1, 9), f"t{i}".encode()) for i in range(40)]
+    pruned = _Pruned([("v", top_k, threshold)])
+    expected = sorted(((count, token) for _, count, token in counted if count >= threshold), reverse=True)[:top_k]
+    for _ in range(5):
+        draw.shuffle(counted)
+        parts = [counted[i::3] for i in range(3)] + [[None]]  # several accumulators, the every-vocabulary marker
+        accumulators = []
+        for part in parts:
+            kept = pruned.create_accumulator()
+            for value in part:
+                kept = pruned.add_input(kept, value)
+            accumulators.append(kept)
+        merged = pruned.merge_accumulators([pruned.merge_accumulators(accumulators[:2]), *accumulators[2:]])
+        assert pruned.extract_output(merged) == expected
+    assert pruned.extract_output(pruned.add_input(pruned.create_accumulator(), None)) == []
