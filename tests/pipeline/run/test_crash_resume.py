@@ -92,6 +92,18 @@ class Running:
             if text in line:
                 return
 
+    def wait_for_transform_work(self, folder: Path, timeout: float = 240) -> None:
+        """Until Transform's executor is at work (tf.Transform's temporary folder in its output): a point
+        inside the component however fast the machine (Transform takes about 2 s here), to stop it at."""
+        pattern = str(folder / "tfxd-runs" / "demo" / "pipeline" / "Transform" / "transform_graph" / "*" / ".temp_path")
+        self.wait_for("> Transform ...", timeout)
+        deadline = time.monotonic() + timeout
+        while not glob.glob(pattern):
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.process.kill()
+                pytest.fail(f"Transform never started its work:\n{''.join(self.lines)}{self.stderr_path.read_text()}")
+            time.sleep(0.02)
+
     def finish(self, timeout: float = 300) -> tuple[int, str, str]:
         """(exit code, stdout, stderr) once the process has ended."""
         code = self.process.wait(timeout)
@@ -165,8 +177,7 @@ def _check_resumed(folder: Path, result: subprocess.CompletedProcess, reused: li
 @pytest.mark.reliability("crash point")
 def test_sigkill_of_the_main_process_during_transform_then_the_same_command_resumes(crash_project):
     first = Running(crash_project, own_temp=True)
-    first.wait_for("> Transform ...")
-    time.sleep(2)  # Transform takes ~10 s here: it is half-way
+    first.wait_for_transform_work(crash_project)
     os.kill(first.process.pid, signal.SIGKILL)  # the main process alone, as the OOM killer does
     code, out, _ = first.finish()
     assert code == -signal.SIGKILL and "ok Transform" not in out
@@ -253,8 +264,7 @@ def test_ctrl_c_stops_cleanly_with_exit_130_and_says_how_to_resume(crash_project
 @pytest.mark.reliability("crash point")
 def test_sigterm_during_transform_then_during_training_each_a_stop_with_exit_143_and_the_rerun_resumes(crash_project):
     first = Running(crash_project)
-    first.wait_for("> Transform ...")
-    time.sleep(2)
+    first.wait_for_transform_work(crash_project)
     os.kill(first.process.pid, signal.SIGTERM)  # the main process alone: Kubernetes evicting the pod, `timeout`
     code, out, err = first.finish()
     assert code == 143, out + err
@@ -338,8 +348,7 @@ def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_reru
 def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {orchestrator: beam}\n")
     first = Running(crash_project, "--to", "Transform", own_temp=True)
-    first.wait_for("> Transform ...")
-    time.sleep(2)
+    first.wait_for_transform_work(crash_project)
     os.kill(first.process.pid, signal.SIGINT)  # `kill -INT pid`; Beam wraps the KeyboardInterrupt
     code, out, err = first.finish()
     assert code == 130, out + err
