@@ -35,8 +35,8 @@ def _one_inspection_trace() -> Iterator[None]:
     """TFX's executor asks tf.Transform which columns the analyzers read, twice (tfx/components/transform/
     executor.py: once to fail fast, once in _RunBeamImpl), then which columns the transform reads, for the
     same preprocessing_fn and inputs; each ask traces the whole preprocessing_fn again. Here the three asks
-    share one trace (tf.Transform's own inspection functions, reading one traced graph: they only read
-    it), and the analyze columns are answered once."""
+    share one trace: tf.Transform's own inspection functions answer each, reading one traced graph (they
+    only read it)."""
     import tensorflow_transform as tft
     from tensorflow_transform import impl_helper
 
@@ -44,7 +44,6 @@ def _one_inspection_trace() -> Iterator[None]:
     originals = {"get_analyze_input_columns": tft.get_analyze_input_columns,
                  "get_transform_input_columns": tft.get_transform_input_columns}
     traces: dict[tuple[object, ...], Any] = {}
-    answers: dict[tuple[object, ...], list[str]] = {}
 
     def traced_once(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any], use_tf_compat_v1: bool,
                     base_temp_dir: str | None = None) -> Any:
@@ -57,14 +56,11 @@ def _one_inspection_trace() -> Iterator[None]:
     def inspecting(name: str) -> Callable[..., list[str]]:
         def inspect(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any],
                     force_tf_compat_v1: bool = False) -> list[str]:
-            key = (name, preprocessing_fn, force_tf_compat_v1, _specs_key(specs))
-            if key not in answers:
-                impl_helper.trace_preprocessing_function = traced_once
-                try:
-                    answers[key] = originals[name](preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
-                finally:
-                    impl_helper.trace_preprocessing_function = original_trace
-            return list(answers[key])
+            impl_helper.trace_preprocessing_function = traced_once
+            try:
+                return originals[name](preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
+            finally:
+                impl_helper.trace_preprocessing_function = original_trace
         return inspect
 
     for name in originals:
