@@ -3,6 +3,7 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -109,6 +110,19 @@ def _runner(orchestrator: str):
     return BeamDagRunner() if orchestrator == "beam" else LocalDagRunner()
 
 
+@contextlib.contextmanager
+def _command_line_for_tfx():
+    """TFX's Beam executors parse sys.argv with absl's flags (base_beam_executor.BaseBeamExecutor's
+    __init__: ``flags.FLAGS(sys.argv + beam_pipeline_args, known_only=True)``). tfxd's command line is
+    not theirs: its ``-v`` is absl's ``--verbosity``, which took ``run`` as its value and failed ExampleGen."""
+    argv = sys.argv
+    sys.argv = argv[:1]
+    try:
+        yield
+    finally:
+        sys.argv = argv
+
+
 def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> None:
     """Everything TensorFlow, Beam and absl say goes to the run's log (and to the terminal with -v)."""
     os.makedirs(os.path.dirname(paths.log), exist_ok=True)
@@ -161,7 +175,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            with direct_runner.signatures_remembered():  # Beam's cost per stage, in this process's pipelines
+            # Beam's cost per stage, in this process's pipelines
+            with direct_runner.signatures_remembered(), _command_line_for_tfx():
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc

@@ -111,3 +111,16 @@ def test_the_beam_orchestrator_runs_the_whole_pipeline(project):
     summary = json.loads(Path(path).read_text())
     assert {c["name"]: c["status"] for c in summary["components"]} == dict.fromkeys(COMPONENTS, "ran")
     assert summary["blessed"] is True and os.path.isdir(summary["pushed_to"])
+
+
+def test_verbose_run_shows_the_components_logs_and_leaves_tfxds_options_to_tfxd(project):
+    """`tfxd -v run`, as getting-started documents it: TFX's Beam executors parse sys.argv with absl's
+    flags (tfx/dsl/components/base/base_beam_executor.py), where `-v` is --verbosity; with tfxd's own
+    command line handed to them, ExampleGen failed on `--verbosity=run`."""
+    (project / "data.csv").write_text("x,city,target\n1.0,a,1\n2.0,b,0\n3.0,a,1\n")
+    spec = write_spec(project, BASE_SPEC + "beam: {workers: 1}\n")
+    result = tfxd("-v", "run", str(spec), "--to", "ExampleGen", cwd=project)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "--verbosity" not in result.stderr
+    assert "Component ExampleGen is running." in result.stderr  # TFX's own log lines, live on the terminal
+    assert "ExampleGen" in result.stdout
