@@ -282,5 +282,9 @@ def details(result: dict) -> str:
         "model's compiled loss and metrics that the spec did not ask for; the Trainer keeps its train records in "
         "memory only while they are small (training.input.cache: auto). The two Evaluators are not asked for "
         "the same figures here (tfxd's taxi spec: binary accuracy and AUC over 25 slices; TFX's example: binary "
-        "accuracy over one); the Evaluator section compares them like for like.",
+        "accuracy over one); the Evaluator section compares them like for like. Round three: Transform's "
+        "vocabularies in one analyzer and one trace for TFX's inspections (see Transform's fixed cost); ExampleGen "
+        "cuts a large file into pieces of one size, as many for each worker, so that each next component's "
+        "workers get equal shares; Beam's worker processes and tfxd's own exit without Python's last garbage "
+        "collections (tfxd.quick_exit).",
     ])
