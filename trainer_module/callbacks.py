@@ -95,8 +95,8 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
     """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
     ``batch_level`` False (ParameterServer: Keras cannot run batch-level callbacks there) leaves out
     TerminateOnNaN, saying so in the log. A ``single_worker`` training stops at a step boundary when a
-    signal asks it to; workers of a cluster cannot agree on a step without a collective, and resume
-    from the last backup (each epoch's end)."""
+    signal asks it to; workers of a cluster cannot agree on a step without a collective, stop at once, and
+    resume from the last backup (each epoch's end)."""
     import tensorflow as tf
     from absl import logging
 
@@ -114,8 +114,9 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
                                                      delete_checkpoint=not single_worker)
         callbacks.append(backup)
         callbacks.append(start_note(backup_dir, total_epochs, is_chief))
-    if single_worker and batch_level:
-        callbacks.append(stop_at_step(backup))
+    if batch_level:  # a cluster's worker stops at once (tfxd.stops raises in the handler), unless TensorFlow
+        # swallowed that raise (Python code it called back, such as a checkpoint's): then at its next step
+        callbacks.append(stop_at_step(backup if single_worker else None))
     if config["terminate_on_nan"] and batch_level:
         callbacks.append(tf.keras.callbacks.TerminateOnNaN())
     elif config["terminate_on_nan"]:

@@ -191,6 +191,49 @@ def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_
     assert len(second["steps"]) == 2 + 5 + 5
 
 
+def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_its_next_step(tmp_path):
+    """A worker of a cluster raises Stopped from the signal handler at once (no step boundary agreed on);
+    where that raise lands in Python code TensorFlow called back and swallowed (CI saw a worker train on
+    for 15 s after SIGTERM, saving checkpoints, until the deadline ended it), its next step boundary stops
+    it: stops.requested() is still set."""
+    result = run_fresh(f"""
+        import json
+        import signal
+        from tfxd import stops
+        from tfxd.trainer_module import callbacks
+
+        CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
+                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
+
+        class Steps(tf.keras.callbacks.Callback):
+            def on_train_begin(self, logs=None):
+                self.seen = []
+
+            def on_epoch_begin(self, epoch, logs=None):
+                self.epoch = epoch
+
+            def on_train_batch_end(self, batch, logs=None):
+                self.seen.append([int(self.epoch) + 1, int(batch) + 1])
+                if self.seen[-1] == [2, 3]:
+                    try:
+                        signal.raise_signal(signal.SIGTERM)
+                    except stops.Stopped:
+                        pass  # as TensorFlow's callbacks into Python swallow it
+
+        steps = Steps()
+        model = models.build(SPEC, INFO)
+        built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, False)
+        stopped = None
+        try:
+            with stops.handling():  # a cluster's replica (components/trainer/executor.py train_replica)
+                model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=[steps] + built, verbose=0)
+        except stops.Stopped as exc:
+            stopped = exc.signum
+        print("RESULT", json.dumps({{"steps": steps.seen, "stopped": stopped}}))
+    """)
+    assert result["stopped"] == 15 and result["steps"][-1] == [2, 3], result
+
+
 def test_backup_dir_is_stable_for_a_retry_and_new_for_new_work():
     from tfx.types import standard_artifacts
 
