@@ -61,6 +61,14 @@ def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:
     return removed
 
 
+class PipelineTempRemovedExecutor:
+    """A TFX Beam executor mixin (first in the bases): the pipelines TFX's _make_beam_pipeline makes for it
+    remove their temporary folder even when building the graph fails (PipelineTempRemoved)."""
+
+    def _make_beam_pipeline(self) -> PipelineTempRemoved:
+        return PipelineTempRemoved(super()._make_beam_pipeline())  # type: ignore[misc]
+
+
 class PipelineTempRemoved:
     """A Beam pipeline for a with-block that removes its local temporary folder however the block ends.
     Beam makes the folder when the pipeline is made and removes it in run() only

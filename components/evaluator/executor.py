@@ -27,10 +27,7 @@ def has_model(model_uri: str) -> bool:
     return fileio.exists(os.path.join(path_utils.serving_model_dir(model_uri), "saved_model.pb"))
 
 
-class Executor(tfx_evaluator.Executor):
-    def _make_beam_pipeline(self):  # TFX's: its temporary folder goes even when building the graph fails
-        return files.PipelineTempRemoved(super()._make_beam_pipeline())
-
+class Executor(files.PipelineTempRemovedExecutor, tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         files.empty_outputs(output_dict)  # a retry in place meets the first attempt's shards
         baselines = input_dict.get(BASELINE) or []

@@ -35,7 +35,7 @@ from tfxd.components.example_gen import (
     span_decision,
 )
 from tfxd.components.example_gen.span_decision import FILES_KEY
-from tfxd.files import PipelineTempRemoved, empty_outputs
+from tfxd.files import PipelineTempRemovedExecutor, empty_outputs
 from tfxd.reader_config import ReaderConfig
 
 REPORT_DIR_KEY = "_tfxd_report_dir"
@@ -161,11 +161,8 @@ def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], s
     return examples | "DropSplit" >> beam.Values()
 
 
-class Executor(BaseExampleGenExecutor):
+class Executor(PipelineTempRemovedExecutor, BaseExampleGenExecutor):
     """Reads csv, parquet, tfrecord, jsonl (and BigQuery) into tf.Examples, split deterministically."""
-
-    def _make_beam_pipeline(self):  # TFX's: its temporary folder goes even when building the graph fails
-        return PipelineTempRemoved(super()._make_beam_pipeline())
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 - TFX's name
         return _InputToExamples  # type: ignore[return-value]  # a beam.ptransform_fn: TFX applies it as one

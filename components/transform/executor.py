@@ -106,10 +106,7 @@ def _carry_properties(input_dict, output_dict) -> None:
                 target.set_string_custom_property(key, value)
 
 
-class Executor(tfx_transform.Executor):
-    def _make_beam_pipeline(self):  # TFX's: its temporary folder goes even when building the graph fails
-        return files.PipelineTempRemoved(super()._make_beam_pipeline())
-
+class Executor(files.PipelineTempRemovedExecutor, tfx_transform.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         import tensorflow_transform as tft
 

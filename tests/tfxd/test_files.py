@@ -33,3 +33,19 @@ def test_the_wrapped_pipeline_removes_it_on_failure_and_on_success():
     with wrapped as p:
         counted = p | beam.Create([1, 2, 3]) | beam.combiners.Count.Globally()
     assert counted is not None and not os.path.exists(wrapped.pipeline.local_tempdir)
+
+
+@pytest.mark.parametrize("module", ["example_gen", "transform", "evaluator"])
+def test_tfxds_beam_executors_make_pipelines_that_remove_their_folder(module, tmp_path):
+    """Each Beam executor of tfxd's (PipelineTempRemovedExecutor first in its bases) hands TFX's own
+    pipeline, made from its Beam arguments, wrapped."""
+    import importlib
+
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+
+    executor_class = importlib.import_module(f"tfxd.components.{module}.executor").Executor
+    context = BaseBeamExecutor.Context(beam_pipeline_args=direct_args("in_memory", 1), tmp_dir=str(tmp_path),
+                                       unique_id="test")
+    wrapped = executor_class(context)._make_beam_pipeline()
+    assert isinstance(wrapped, PipelineTempRemoved) and isinstance(wrapped.pipeline, beam.Pipeline)
+    assert not os.path.exists(_fails_while_building(wrapped))
