@@ -32,6 +32,30 @@ def data(batch):
 """
 
 
+# the signal tests' setup: the spec's callbacks with backups, and a callback that records each [epoch, step]
+# (from 1) and acts at it (``at``)
+STEPS = """
+import json
+import signal
+from tfxd import stops
+from tfxd.trainer_module import callbacks
+
+CONFIG = {"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
+          "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}
+
+class SeenSteps(tf.keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.seen = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.seen.append([int(self.epoch) + 1, int(batch) + 1])
+        self.at(self.seen[-1])
+"""
+
+
 def run_fresh(code: str, env: dict[str, str] | None = None, timeout: int = 300) -> dict:
     """Run the tiny model's setup and ``code`` in a new interpreter; it prints one line 'RESULT {json}'."""
     full_env = {key: value for key, value in os.environ.items() if key not in ("TF_CONFIG", "CLUSTER_SPEC")}
@@ -148,25 +172,10 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
 
 @pytest.mark.reliability("crash point")
 def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_retry_resumes_there(tmp_path):
-    result = run_fresh(f"""
-        import json
-        import signal
-        from tfxd import stops
-        from tfxd.trainer_module import callbacks
-
-        CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
-                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
-
-        class Steps(tf.keras.callbacks.Callback):
-            def on_train_begin(self, logs=None):
-                self.seen = []
-
-            def on_epoch_begin(self, epoch, logs=None):
-                self.epoch = epoch
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.seen.append([int(self.epoch) + 1, int(batch) + 1])
-                if self.seen[-1] == [2, 3] and stops.requested() is None and self.signal:
+    result = run_fresh(STEPS + textwrap.dedent(f"""
+        class Steps(SeenSteps):
+            def at(self, step):
+                if step == [2, 3] and stops.requested() is None and self.signal:
                     signal.raise_signal(signal.SIGTERM)  # as Kubernetes evicting the pod
 
         def attempt(send):
@@ -183,7 +192,7 @@ def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_
             return {{"steps": steps.seen, "stopped": stopped}}
 
         print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False)}}))
-    """)
+    """))
     first, second = result["first"], result["second"]
     assert first["stopped"] == 15 and first["steps"][-1] == [2, 3]  # at the step it was asked in
     assert second["stopped"] is None
@@ -196,25 +205,10 @@ def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_i
     where that raise lands in Python code TensorFlow called back and swallowed (CI saw a worker train on
     for 15 s after SIGTERM, saving checkpoints, until the deadline ended it), its next step boundary stops
     it: stops.requested() is still set."""
-    result = run_fresh(f"""
-        import json
-        import signal
-        from tfxd import stops
-        from tfxd.trainer_module import callbacks
-
-        CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
-                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
-
-        class Steps(tf.keras.callbacks.Callback):
-            def on_train_begin(self, logs=None):
-                self.seen = []
-
-            def on_epoch_begin(self, epoch, logs=None):
-                self.epoch = epoch
-
-            def on_train_batch_end(self, batch, logs=None):
-                self.seen.append([int(self.epoch) + 1, int(batch) + 1])
-                if self.seen[-1] == [2, 3]:
+    result = run_fresh(STEPS + textwrap.dedent(f"""
+        class Steps(SeenSteps):
+            def at(self, step):
+                if step == [2, 3]:
                     try:
                         signal.raise_signal(signal.SIGTERM)
                     except stops.Stopped:
@@ -230,7 +224,7 @@ def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_i
         except stops.Stopped as exc:
             stopped = exc.signum
         print("RESULT", json.dumps({{"steps": steps.seen, "stopped": stopped}}))
-    """)
+    """))
     assert result["stopped"] == 15 and result["steps"][-1] == [2, 3], result
 
 
