@@ -50,22 +50,25 @@ class Statistics:
                 columns.append(analyzed(tf.cast(raw, tf.float64), feature.get("fill")))
                 if feature["transform"] == "bucketize":
                     by_buckets.setdefault(feature["buckets"], []).append(name)
-        self._figures: dict[str, tf.Tensor] = {}
+        # each figure's vector is split into the features' scalars by one op (one slice per feature and
+        # figure was a quarter of a transform graph's ops, each traced, written and loaded again)
+        self._figures: dict[str, list[tf.Tensor]] = {}
         self._boundaries: dict[str, tf.Tensor] = {}
         if not columns:
             return
         stacked = tf.stack(columns, axis=1)
-        self._figures = {"mean": _columnwise(tft.mean, stacked), "variance": _columnwise(tft.var, stacked)}
+        vectors = {"mean": _columnwise(tft.mean, stacked), "variance": _columnwise(tft.var, stacked)}
         if any(feature["transform"] == "minmax" and feature["name"] in self._index for feature in features):
             # unlike mean and var, min and max keep NaN: a missing value is made one they pass over
             missing = tf.math.is_nan(stacked)
-            self._figures["min"] = _columnwise(tft.min, tf.where(missing, tf.constant(math.inf, tf.float64), stacked))
-            self._figures["max"] = _columnwise(tft.max, tf.where(missing, tf.constant(-math.inf, tf.float64), stacked))
+            vectors["min"] = _columnwise(tft.min, tf.where(missing, tf.constant(math.inf, tf.float64), stacked))
+            vectors["max"] = _columnwise(tft.max, tf.where(missing, tf.constant(-math.inf, tf.float64), stacked))
+        self._figures = {figure: tf.unstack(vector, num=len(columns)) for figure, vector in vectors.items()}
         for buckets, names in sorted(by_buckets.items()):
             matrix = tf.stack([columns[self._index[name]] for name in names], axis=1)
-            boundaries = _quantiles(matrix, buckets)
-            for i, name in enumerate(names):  # [1, buckets - 1]: one feature's boundaries, as tft.apply_buckets takes them
-                self._boundaries[name] = boundaries[i:i + 1]
+            # [1, buckets - 1] each: one feature's boundaries, as tft.apply_buckets takes them
+            rows = tf.split(_quantiles(matrix, buckets), len(names), axis=0)
+            self._boundaries.update(zip(names, rows, strict=True))
 
     def of(self, name: str) -> dict[str, tf.Tensor] | None:
         """The feature's figures (scalars; its quantile boundaries under "boundaries", shaped [1, buckets - 1]

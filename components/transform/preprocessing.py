@@ -73,23 +73,27 @@ def _dense(name: str, tensor: Any) -> tf.Tensor:
     if not string:
         tensor = _cast_values(tensor, tf.float64)
     if isinstance(tensor, tf.SparseTensor):  # a column that may be empty: at most one value per record
-        one_at_most = tf.debugging.assert_less_equal(
-            tensor.dense_shape[1], tf.constant(1, tf.int64),
-            message=f"column {name!r} has records with several values; tfxd transforms single values "
-                    "and fixed-length lists")
+        one_at_most = _assert(tensor.dense_shape[1] <= 1, f"column {name} has records with several values; "
+                              "tfxd transforms single values and fixed-length lists")
         with tf.control_dependencies([one_at_most]):
             single = tf.SparseTensor(tensor.indices, tensor.values, [tensor.dense_shape[0], 1])
             return tf.squeeze(tf.sparse.to_dense(single, default_value=default), axis=1)
     if isinstance(tensor, tf.RaggedTensor):
-        too_many = tf.debugging.assert_equal(
-            tf.reduce_all(tensor.row_lengths() <= 1), True,
-            message=f"column {name!r} has records with several values; tfxd transforms single values "
-                    "and fixed-length lists")
+        too_many = _assert(tf.reduce_all(tensor.row_lengths() <= 1), f"column {name} has records with several "
+                           "values; tfxd transforms single values and fixed-length lists")
         with tf.control_dependencies([too_many]):
             tensor = tensor.to_tensor(default_value=default, shape=[None, 1])
     if tensor.shape.rank == 2 and tensor.shape[1] == 1:
         tensor = tf.squeeze(tensor, axis=1)
     return tensor
+
+
+def _assert(condition: tf.Tensor, message: str) -> tf.Operation:
+    """A check that stops the run with ``message`` where ``condition`` is false. Its data is the message alone:
+    tf.Assert guards data of other types with a tf.cond (two functions in the graph per check, which every
+    load of the transform graph imports and each batch calls), and tf.debugging's assert_* add their operands.
+    (No quotes in messages: TensorFlow escapes them in assertion messages.)"""
+    return tf.debugging.Assert(condition, [message])
 
 
 def _cast_values(tensor: Any, dtype: tf.DType) -> Any:
@@ -114,15 +118,17 @@ def _filled(name: str, values: tf.Tensor, feature: dict[str, Any], figures: dict
                          "use vocabulary or hash")
     kind, fill = feature["transform"], feature.get("fill")
     values = tf.cast(values, tf.float64)
-    missing = tf.math.is_nan(values)
-    seen = analyzed(values, fill) if fill is not None else tf.boolean_mask(values, tf.logical_not(missing))
+    # only what the feature needs is built: every op left in the graph is traced, written and loaded again
+    filled = analyzed(values, fill) if fill is not None else None
     if figures is None:
+        seen = filled if filled is not None else tf.boolean_mask(values, tf.logical_not(tf.math.is_nan(values)))
         wanted = {"mean": tft.mean, **({"variance": tft.var} if kind == "zscore" else {}),
                   **({"min": tft.min, "max": tft.max} if kind == "minmax" else {})}
         figures = {figure: tf.cast(analyzer(seen), tf.float64) for figure, analyzer in wanted.items()}
         if kind == "bucketize":
             figures["boundaries"] = tft.quantiles(seen, feature["buckets"], epsilon(feature["buckets"]))
-    filled = seen if fill is not None else tf.where(missing, figures["mean"], values)
+    if filled is None:
+        filled = tf.where(tf.math.is_nan(values), figures["mean"], values)
     return filled, figures
 
 
@@ -164,9 +170,8 @@ def _transform(name: str, raw: tf.Tensor, feature: dict[str, Any], statistics: S
     if kind == "minmax":
         return tf.cast(_zero_one(values, figures), tf.float32)
     if kind == "log":
-        check = tf.debugging.assert_non_negative(
-            values, message=f"feature {name!r}: log needs values >= 0 and found a negative one; use zscore, "
-                            "or an expr such as log(abs(x) + 1)")
+        check = _assert(tf.reduce_all(values >= 0.0), f"feature {name}: log needs values >= 0 and found a "
+                        "negative one; use zscore, or an expr such as log(abs(x) + 1)")
         with tf.control_dependencies([check]):
             return tf.cast(tf.math.log1p(values), tf.float32)
     if kind == "bucketize":
@@ -188,9 +193,8 @@ def _label(label: dict[str, Any], raw: tf.Tensor) -> tf.Tensor:
         raise ValueError(f"label {name!r}: a {task} label needs numbers; for strings use an expr "
                          "such as \"answer == 'yes'\" (binary) or task multiclass")
     values = tf.cast(raw, tf.float64)
-    present = tf.debugging.assert_equal(
-        tf.reduce_any(tf.math.is_nan(values)), False,
-        message=f"label {name!r} is missing in some records; drop them or compute the label with an expr")
+    present = _assert(tf.logical_not(tf.reduce_any(tf.math.is_nan(values))),
+                      f"label {name} is missing in some records; drop them or compute the label with an expr")
     with tf.control_dependencies([present]):
         values = tf.identity(values)
     if task == "regression":
@@ -228,9 +232,10 @@ def _checked(label: dict[str, Any], is_class: tf.Tensor, values: tf.Tensor, why:
     """``result``, once every value is a class; else the run stops showing up to 10 values that are not.
     (No quotes in the message: TensorFlow escapes them in assertion messages.)"""
     source = f"column {label['column']}" if label.get("column") else f"expr {label.get('expr')}"
-    check = tf.debugging.Assert(
-        tf.reduce_all(is_class),
-        [f"label {label['name']} ({source}) {why}; values that are not classes:",
-         tf.boolean_mask(values, tf.logical_not(is_class))], summarize=10)
+    others = tf.boolean_mask(values, tf.logical_not(is_class))
+    shown = others if others.dtype == tf.string else _strings(others, None)  # strings: no tf.cond (see _assert)
+    check = tf.debugging.Assert(tf.reduce_all(is_class),
+                                [f"label {label['name']} ({source}) {why}; values that are not classes:", shown],
+                                summarize=10)
     with tf.control_dependencies([check]):
         return tf.identity(result)
