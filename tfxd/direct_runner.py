@@ -1,7 +1,7 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
-and what a run does to Beam's in-process runner's cost per stage (signatures_remembered); how many
-worker processes its arguments give (worker_processes).
+and what a run does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
+signatures_remembered); how many worker processes its arguments give (worker_processes).
 
 Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 - TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -93,3 +93,35 @@ def signatures_remembered() -> Iterator[None]:
         yield
     finally:
         core.get_function_args_defaults = original
+
+
+@contextlib.contextmanager
+def option_views_remembered() -> Iterator[None]:
+    """Beam's views of a pipeline's options made once per options object and view class, not at every ask.
+
+    Beam asks for a view of the pipeline's options (PipelineOptions.view_as: TypeOptions, StandardOptions,
+    ...) several times for every transform it applies (apache_beam/pipeline.py, Pipeline._apply_internal and
+    _infer_result_type), and each view builds an argparse parser of its class's options and parses the
+    pipeline's arguments again: a Transform's pipeline asked ~1,900 times, about 0.5 s of its component
+    (bench/RESULTS.md's Transform rows). A view holds no values of its own: it reads and writes the options
+    object's shared dictionary (view._all_options), initialized from the arguments the first time a view of
+    that class is made, so a view made again is the same as the one remembered. Remembered while the options
+    object keeps that dictionary and those arguments (held weakly: options Beam drops are forgotten)."""
+    # Beam loads lazily: this module is on validate's path
+    from apache_beam.options import pipeline_options
+
+    original = pipeline_options.PipelineOptions.view_as
+    views: weakref.WeakKeyDictionary[Any, dict[type, Any]] = weakref.WeakKeyDictionary()
+
+    def view_as(options: Any, cls: type) -> Any:
+        known = views.setdefault(options, {})
+        view = known.get(cls)
+        if view is None or view._all_options is not options._all_options or view._flags is not options._flags:
+            view = known[cls] = original(options, cls)
+        return view
+
+    setattr(pipeline_options.PipelineOptions, "view_as", view_as)  # noqa: B010 - a method, replaced for a while
+    try:
+        yield
+    finally:
+        setattr(pipeline_options.PipelineOptions, "view_as", original)  # noqa: B010

@@ -175,8 +175,9 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            # Beam's cost per stage, in this process's pipelines
-            with direct_runner.signatures_remembered(), _command_line_for_tfx():
+            # Beam's cost per transform and per stage, in this process's pipelines
+            with (direct_runner.signatures_remembered(), direct_runner.option_views_remembered(),
+                  _command_line_for_tfx()):
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc

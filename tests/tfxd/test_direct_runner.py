@@ -1,6 +1,7 @@
-"""What a run does to Beam's in-process runner: function signatures read once (signatures_remembered), with
-what Beam reads from them unchanged (apache_beam/transforms/userstate.py get_dofn_specs and
-runners/common.py MethodWrapper are the readers compared here)."""
+"""What a run does to Beam: function signatures read once (signatures_remembered), with what Beam reads from
+them unchanged (apache_beam/transforms/userstate.py get_dofn_specs and runners/common.py MethodWrapper are the
+readers compared here); views of a pipeline's options made once (option_views_remembered), reading and writing
+the options as Beam's own views do (apache_beam/options/pipeline_options.py, PipelineOptions.view_as)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,22 @@ from unittest import mock
 import apache_beam as beam
 import pytest
 from apache_beam.coders import VarIntCoder
+from apache_beam.options.pipeline_options import (
+    DirectOptions,
+    PipelineOptions,
+    StandardOptions,
+    TypeOptions,
+)
 from apache_beam.runners.common import MethodWrapper
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
-from tfxd.direct_runner import direct_args, signatures_remembered, worker_processes
+from tfxd.direct_runner import (
+    direct_args,
+    option_views_remembered,
+    signatures_remembered,
+    worker_processes,
+)
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
 EXPIRY = userstate.TimerSpec("expiry", userstate.TimeDomain.WATERMARK)
@@ -90,6 +102,47 @@ def test_a_stateful_pipeline_gives_the_same_results_on_the_in_process_runner():
 
     run()
     with signatures_remembered():
+        run()
+
+
+def _views(options: PipelineOptions) -> dict:
+    return {cls.__name__: {name: getattr(options.view_as(cls), name) for name in options.view_as(cls)._visible_option_list()}
+            for cls in (StandardOptions, DirectOptions, TypeOptions)}
+
+
+def test_option_views_are_made_once_and_read_and_write_the_options_as_beams_own():
+    args = [*direct_args("multi_processing", 3), "--no_pipeline_type_check"]
+    expected = _views(PipelineOptions(args))
+    with mock.patch.object(PipelineOptions, "_visible_option_list", autospec=True,
+                           side_effect=PipelineOptions._visible_option_list) as parsed:
+        with option_views_remembered():
+            options = PipelineOptions(args)
+            assert _views(options) == expected
+            made = parsed.call_count
+            first = options.view_as(TypeOptions)
+            assert options.view_as(TypeOptions) is first and parsed.call_count == made  # remembered, not parsed
+            first.pipeline_type_check = True  # a view writes the options' values...
+            assert options.view_as(TypeOptions).pipeline_type_check is True
+            options.view_as(DirectOptions).direct_num_workers = 5  # ...which every view reads
+            assert options.view_as(DirectOptions).direct_num_workers == 5
+            assert options.get_all_options()["direct_num_workers"] == 5
+            other = PipelineOptions(direct_args("in_memory", 1))  # another pipeline's options: their own views
+            assert other.view_as(DirectOptions).direct_num_workers == 1
+            assert other.view_as(DirectOptions) is not options.view_as(DirectOptions)
+        outside = PipelineOptions(args)
+        assert outside.view_as(TypeOptions) is not outside.view_as(TypeOptions)  # Beam's own again
+    assert expected["TypeOptions"]["pipeline_type_check"] is False  # the comparison sees the arguments
+    assert expected["DirectOptions"]["direct_num_workers"] == 3
+
+
+def test_a_pipeline_built_and_run_with_option_views_remembered_gives_the_same_results():
+    def run() -> None:
+        with beam.Pipeline(options=PipelineOptions(direct_args("in_memory", 1))) as pipeline:
+            counted = (pipeline | beam.Create([("a", 1), ("b", 2), ("a", 3)]) | beam.CombinePerKey(sum)
+                       | beam.MapTuple(lambda key, total: f"{key}={total}"))
+            assert_that(counted, equal_to(["a=4", "b=2"]))
+
+    with option_views_remembered():
         run()
 
 
