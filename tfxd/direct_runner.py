@@ -1,7 +1,7 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
 and what a run does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered); how many worker processes its arguments give (worker_processes).
+signatures_remembered); how many workers its arguments give (parallel_workers).
 
 Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 - TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -40,10 +40,10 @@ def direct_args(mode: str, workers: int) -> list[str]:
             NO_STAGING, _no_prism(), QUICK_EXIT]
 
 
-def worker_processes(args: list[str]) -> int:
-    """How many processes the DirectRunner spreads a stage over with these pipeline arguments: its
-    multi_processing workers (0: one per CPU), else 1 (in_memory, or a runner that is not the DirectRunner,
-    whose parallelism is the engine's own)."""
+def parallel_workers(args: list[str]) -> int:
+    """How many workers the DirectRunner spreads a stage over with these pipeline arguments: its
+    multi_processing processes or multi_threading threads (0: one per CPU), else 1 (in_memory, or a runner
+    that is not the DirectRunner, whose parallelism is the engine's own)."""
     import os
 
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
@@ -52,7 +52,7 @@ def worker_processes(args: list[str]) -> int:
     if (options.view_as(StandardOptions).runner or "DirectRunner") not in ("DirectRunner", "direct"):
         return 1
     direct = options.view_as(DirectOptions)
-    if direct.direct_running_mode != "multi_processing":
+    if direct.direct_running_mode not in ("multi_processing", "multi_threading"):
         return 1
     return direct.direct_num_workers or os.cpu_count() or 1
 

@@ -247,7 +247,7 @@ class Executor(PipelineTempRemovedExecutor, BaseExampleGenExecutor):
             counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
                                                   split_uris, _buckets(output_config), temp_dir,
                                                   csv_chunks.CHUNK_BYTES,
-                                                  direct_runner.worker_processes(self._beam_pipeline_args))
+                                                  direct_runner.parallel_workers(self._beam_pipeline_args))
             counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
             reports.write_columns_and_bad(seen, [bad], report_dir)
             _write_drift_examples(pipeline, exec_properties)

@@ -39,6 +39,21 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
     return [*args, *beam.args]
 
 
+THREADS = "--direct_running_mode=multi_threading"
+
+
+def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
+    """ExampleGen's own Beam arguments, after the pipeline's ``args``: where those start DirectRunner worker
+    processes, a ``column_wise`` ExampleGen runs its workers (as many) as threads of its own process instead.
+    Its work is in Arrow's compute kernels and zlib, which let go of Python's lock, while a worker process
+    first spends ~1.5 s importing Beam (bench/RESULTS.md, ExampleGen: 4.6 -> 3.7 s on 500k rows, 2 workers).
+    Not where the spec's beam.args name a running mode (the user's choice), nor for the row-wise reader
+    (TFRecords, a split key), whose Python work would share one lock."""
+    processes = any(isinstance(arg, str) and arg == "--direct_running_mode=multi_processing" for arg in args)
+    chosen = any(str(arg).startswith("--direct_running_mode") for arg in spec.beam.args)
+    return [THREADS] if processes and column_wise and not chosen else []
+
+
 # How long the job server keeps an SDK environment (worker processes) after a stage let go of it. Beam's
 # default, 0, stops them at once: Spark then starts a Python worker, TensorFlow imported, for every task
 # of every stage (159 on the taxi example, Transform 269 s; kept a minute: 3, and 26 s).

@@ -26,6 +26,7 @@ from tfx.types.channel import ChannelWrappedPlaceholder
 from tfxd import keys
 from tfxd.components.baseline.component import LatestPushedModel
 from tfxd.components.evaluator.component import Evaluator
+from tfxd.components.example_gen.column_sources import SOURCES as COLUMN_WISE_FORMATS
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import Trainer
@@ -33,7 +34,7 @@ from tfxd.components.trainer.job_launch import OperatorTrainer
 from tfxd.components.transform.component import Transform
 from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
-from tfxd.pipeline.assembly.beam_args import beam_args, lighten_in_memory_runner
+from tfxd.pipeline.assembly.beam_args import beam_args, example_gen_args, lighten_in_memory_runner
 from tfxd.pipeline.assembly.configs import (
     columns_read,
     example_gen_config,
@@ -267,10 +268,16 @@ def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = Non
     args = beam_args(spec, image, None if place.on_cluster else loaded.data_files.size)
     if not place.on_cluster:
         lighten_in_memory_runner(args)
+    components = nodes(loaded, to, target)
+    # the executor reads these formats column-wise unless a split key partitions the records (its _columnar)
+    column_wise = spec.data.format in COLUMN_WISE_FORMATS and not spec.data.split_key
+    own = example_gen_args(spec, args, column_wise)
+    if own:
+        components[0].with_beam_pipeline_args(own)
     return pipeline.Pipeline(
         pipeline_name=spec.name,
         pipeline_root=place.pipeline_root(),
-        components=nodes(loaded, to, target),
+        components=components,
         enable_cache=True,
         metadata_connection_config=metadata,
         beam_pipeline_args=args,

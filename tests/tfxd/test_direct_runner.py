@@ -25,8 +25,8 @@ from apache_beam.transforms import core, userstate
 from tfxd.direct_runner import (
     direct_args,
     option_views_remembered,
+    parallel_workers,
     signatures_remembered,
-    worker_processes,
 )
 
 COUNT = userstate.ReadModifyWriteStateSpec("count", VarIntCoder())
@@ -149,11 +149,12 @@ def test_a_pipeline_built_and_run_with_option_views_remembered_gives_the_same_re
 @pytest.mark.parametrize(("args", "processes"), [
     (direct_args("multi_processing", 3), 3),
     (direct_args("in_memory", 1), 1),
+    ([*direct_args("multi_processing", 3), "--direct_running_mode=multi_threading"], 3),  # threads, the last flag
     (["--runner=DirectRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=0"], None),
     (["--runner=PortableRunner", "--job_endpoint=localhost:8099", "--direct_num_workers=4"], 1),
     ([], 1),
 ])
-def test_worker_processes_are_the_direct_runners_own(args, processes):
+def test_parallel_workers_are_the_direct_runners_own(args, processes):
     import os
 
-    assert worker_processes(args) == (processes or os.cpu_count())
+    assert parallel_workers(args) == (processes or os.cpu_count())
