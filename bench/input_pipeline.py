@@ -4,15 +4,18 @@ example's transformed examples, against an optimal plain tf.data read of the sam
 
 Each run is a fresh interpreter that builds every side's pipeline and reads them in turn, read after
 read, the order rotating each round, so that both sides of a ratio see the same process, the same
-moment's machine and the same TensorFlow runtime: the ratio of a run is the two sides' examples/s in it,
-and the runs repeat it. The headline compares like with like: tfxd with `training.input.cache: false` against the plain read,
+moment's machine and the same TensorFlow runtime: the ratio of a run is the two sides' examples/s in it
+(each side's the median of its reads: one read disturbed by another process does not make the run's
+figure), and the runs repeat it. The headline compares like with like: tfxd with `training.input.cache: false` against the plain read,
 neither caching. Outside quick mode three more sides follow each pair: tfxd with its defaults (cache on)
 against the plain read with the same cache (serialized records, before the shuffle), and the plain read
 without its shuffle. The tfxd
 side is built as the Trainer's run_fn builds it: TFX's fn_args_utils.get_common_fn_args (train files
 and data accessor), planner.plan, the taxi spec's resolved `training.input` (its defaults: cache on),
 data.dataset. Both sides read the same files at the spec's batch size. A run reads what the taxi training
-reads (training.steps batches, ~3.3 epochs) from a freshly built pipeline, several times: a tf.function
+reads three times over (3 x training.steps batches: a fresh pipeline's tf.data autotuning warm-up is then a
+small part of a read, where reads of training.steps batches varied by +-12% on either side within one
+process) from a freshly built pipeline, several times: a tf.function
 calls next() on the iterator, as Keras's train step does; the first read is an untimed warm-up.
 
 Targets (issue 33): the input function reads at least 1.0x the plain read's examples/s, cache off on both
@@ -22,6 +25,7 @@ Targets (issue 33): the input function reads at least 1.0x the plain read's exam
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 
@@ -31,7 +35,8 @@ import common  # noqa: E402
 
 NAME = "input_pipeline"
 PAIRS, QUICK_PAIRS = 7, 2  # runs, each measuring every side
-READS, QUICK_READS = 6, 2  # timed reads per side and run, each of training.steps batches from a freshly built pipeline
+READS, QUICK_READS = 4, 2  # timed reads per side and run, each of READ_STEPS x training.steps batches, freshly built
+READ_STEPS = 3
 TARGET, TARGET_MIN = 1.0, 0.9
 TIMEOUT_S = 600
 # tfxd_nocache: training.input.cache=false; tfxd: the spec's defaults (cache on); plain_cache: the plain read
@@ -66,7 +71,7 @@ def plain_dataset(files: list[str], feature_spec: dict, label: str, batch: int, 
 
 
 def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> dict[str, dict]:
-    """Read training.steps batches of each side's dataset over the train split, ``reads`` + 1 times per
+    """Read READ_STEPS x training.steps batches of each side's dataset over the train split, ``reads`` + 1 times per
     side, each from a freshly built dataset, the sides in turn (rotating); the first round is untimed."""
     import tfxd  # noqa: F401  (legacy Keras, before TensorFlow)
     # isort: split
@@ -92,7 +97,7 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
                         train_files=len(fn_args.train_files))
     tf_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     label = feature_info(fn_args.transform_graph_path)["label"]["name"]
-    steps = training["steps"]
+    steps = READ_STEPS * training["steps"]
 
     def inputs(side: str) -> dict:
         # the cache as each side asks: off, or on whatever the files' size (the spec's default, auto, is on here)
@@ -116,6 +121,7 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
         return examples
 
     totals = {side: [0, 0.0, 0.0] for side in sides}  # examples, seconds, CPU seconds
+    per_read: dict[str, list[float]] = {side: [] for side in sides}  # each timed read's examples/s
     for round_ in range(reads + 1):  # the first is a warm-up: tracing, TensorFlow's first runs, the file cache
         shift = round_ % len(sides)
         for side in sides[shift:] + sides[:shift]:
@@ -123,12 +129,17 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
             start, cpu_start = time.perf_counter(), time.process_time()
             examples = int(drain(iter(dataset), tf.constant(steps)))
             if round_:
+                seconds = time.perf_counter() - start
                 total = totals[side]
                 total[0] += examples
-                total[1] += time.perf_counter() - start
+                total[1] += seconds
                 total[2] += time.process_time() - cpu_start
+                per_read[side].append(examples / seconds)
+    # a side's rate in a run: the median of its reads, so that one read the machine disturbed (a second of
+    # another process) does not make the run's figure
     return {side: {"side": side, "reads": reads, "batches_per_read": steps, "examples": read, "seconds": seconds,
-                   "examples_per_s": read / seconds, "cpu_us_per_example": cpu / read * 1e6,
+                   "examples_per_s": statistics.median(per_read[side]), "reads_examples_per_s": per_read[side],
+                   "cpu_us_per_example": cpu / read * 1e6,
                    "batch_size": plan.global_batch_size, "strategy": plan.strategy, "input": inputs(side),
                    "train_files": fn_args.train_files}
             for side, (read, seconds, cpu) in totals.items()}
@@ -167,6 +178,7 @@ def run(quick: bool = False) -> dict:
         "examples_per_run": {side: [r["examples"] for r in measured] for side, measured in runs.items()},
         "examples_per_s": {side: common.stats(values) for side, values in rates.items()},
         "runs_examples_per_s": rates,
+        "reads_examples_per_s": {side: [r["reads_examples_per_s"] for r in measured] for side, measured in runs.items()},
         "cpu_us_per_example": {side: common.stats([r["cpu_us_per_example"] for r in measured])
                                for side, measured in runs.items()},
         "ratio": common.stats(ratios),
@@ -205,11 +217,13 @@ def details(result: dict) -> str:
         f"GZIP TFRecords of tf.Example) at batch {result['batch_size']} (strategy `{result['strategy']}`), "
         f"{result['pairs']} runs, each a fresh interpreter that reads every side in turn, the order rotating "
         f"each round. A run builds each side's dataset {result['reads_per_run'] + 1} times and reads {result['batches_per_read']} batches "
-        "(the spec's training.steps) from each through a tf.function calling next() on its iterator, as "
+        f"({READ_STEPS} x the spec's training.steps) from each through a tf.function calling next() on its iterator, as "
         "Keras's train step does; the first read is an untimed warm-up (tracing, TensorFlow's first runs), "
         "the others are timed from the iterator's creation (file opening, shuffle buffer fill and the "
-        "cache's first epoch included). A run's ratio compares the two sides within that run (the same "
-        "process and moment); the target asks the median over runs and the least of them.",
+        "cache's first epoch included). A side's rate in a run is the median of its reads' examples/s (one "
+        "read slowed by another process on the machine does not make the run's figure). A run's ratio "
+        "compares the two sides within that run (the same process and moment); the target asks the median "
+        "over runs and the least of them.",
         "",
         f"- tfxd_nocache: `tfxd.trainer_module.data.dataset` as run_fn calls it, with the spec's "
         f"`training.input` and cache off: shuffle_buffer={inp['shuffle_buffer']}, prefetch={inp['prefetch']}.",
