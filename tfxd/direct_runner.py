@@ -34,9 +34,14 @@ def _no_prism() -> str:
     return f"--update_compatibility_version={version('apache-beam')}"
 
 
+def running_mode(mode: str) -> str:
+    """The flag that puts the DirectRunner in ``mode`` (in_memory, multi_threading, multi_processing)."""
+    return f"--direct_running_mode={mode}"
+
+
 def direct_args(mode: str, workers: int) -> list[str]:
     """The DirectRunner in ``mode`` (in_memory, multi_processing) with ``workers`` (0: one per CPU)."""
-    return ["--runner=DirectRunner", f"--direct_running_mode={mode}", f"--direct_num_workers={workers}",
+    return ["--runner=DirectRunner", running_mode(mode), f"--direct_num_workers={workers}",
             NO_STAGING, _no_prism(), QUICK_EXIT]
 
 

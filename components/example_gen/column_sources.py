@@ -129,6 +129,14 @@ class Parquet:
 SOURCES: dict[str, Source] = {"csv": Csv(), "jsonl": JsonLines(), "parquet": Parquet()}
 
 
+def column_wise(data_format: str, partitioned: bool) -> bool:
+    """Whether ExampleGen reads ``data_format`` column-wise: CSV, JSON lines and Parquet, unless a split key
+    partitions the records (TFX's partition by a feature, ``partitioned``). TFRecords stay row-wise: a
+    tf.Example's features are lists, its texts are read for numbers and its one-value lists as scalars
+    (records.read_tfrecord), which a column-wise decoder would have to match value by value."""
+    return data_format in SOURCES and not partitioned
+
+
 def _chunk_opener(piece: Piece, header_line: bool) -> input_files.Opener | None:
     """The opener of a piece of a text file: the file's for a whole file, else one of the chunk's text;
     None for a chunk with no line on it."""

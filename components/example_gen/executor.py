@@ -309,14 +309,11 @@ def _with_spans(exec_properties: dict[str, Any], examples) -> dict[str, Any] | N
 
 
 def _columnar(exec_properties: dict[str, Any]) -> bool:
-    """CSV, JSON lines and Parquet files go column-wise (column_sources), unless a split key partitions
-    them (TFX's partition by a feature). TFRecords stay row-wise: a tf.Example's features are lists, its
-    texts are read for numbers and its one-value lists as scalars (records.read_tfrecord), which a
-    column-wise decoder would have to match value by value."""
+    """Whether these files are read column-wise (column_sources.column_wise)."""
     output_config = example_gen_pb2.Output()
     proto_utils.json_to_proto(exec_properties[standard_component_specs.OUTPUT_CONFIG_KEY], output_config)
-    return (reader_config.of(exec_properties).format in column_sources.SOURCES
-            and not output_config.split_config.partition_feature_name)
+    return column_sources.column_wise(reader_config.of(exec_properties).format,
+                                      bool(output_config.split_config.partition_feature_name))
 
 
 def _files(exec_properties: dict[str, Any], input_config, output_config) -> list[tuple[str, str]]:

@@ -7,7 +7,7 @@ import posixpath
 import re
 
 from tfxd.beam_engines import CLUSTER_WORKER_POOL_PORT, ENGINES, JOB_ENDPOINT_ENV, WORKER_POOL_ENV
-from tfxd.direct_runner import NO_STAGING, direct_args
+from tfxd.direct_runner import NO_STAGING, direct_args, running_mode
 from tfxd.pipeline.spec.document import Spec
 
 # Below this much input, worker processes cost more than they bring: each one starts Python, imports
@@ -39,7 +39,7 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
     return [*args, *beam.args]
 
 
-THREADS = "--direct_running_mode=multi_threading"
+THREADS = running_mode("multi_threading")
 
 
 def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
@@ -49,8 +49,8 @@ def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
     first spends ~1.5 s importing Beam (bench/RESULTS.md, ExampleGen: 4.6 -> 3.7 s on 500k rows, 2 workers).
     Not where the spec's beam.args name a running mode (the user's choice), nor for the row-wise reader
     (TFRecords, a split key), whose Python work would share one lock."""
-    processes = any(isinstance(arg, str) and arg == "--direct_running_mode=multi_processing" for arg in args)
-    chosen = any(str(arg).startswith("--direct_running_mode") for arg in spec.beam.args)
+    processes = any(isinstance(arg, str) and arg == running_mode("multi_processing") for arg in args)
+    chosen = any(str(arg).startswith("--direct_running_mode") for arg in spec.beam.args)  # =mode, or mode next
     return [THREADS] if processes and column_wise and not chosen else []
 
 
@@ -155,7 +155,7 @@ def lighten_in_memory_runner(args: list) -> None:
     process the state is in memory already, so the cache saves nothing and is turned off (Beam 2.74's
     module setting, read when the runner starts its worker; Beam's own tests run without it). Worker
     processes (multi_processing) keep theirs."""
-    if any(isinstance(arg, str) and arg == "--direct_running_mode=in_memory" for arg in args):  # str ==: a
+    if any(isinstance(arg, str) and arg == running_mode("in_memory") for arg in args):  # str ==: a
         # TFX placeholder's == is a predicate, not a comparison
         from apache_beam.runners.portability.fn_api_runner import worker_handlers
 

@@ -26,7 +26,7 @@ from tfx.types.channel import ChannelWrappedPlaceholder
 from tfxd import keys
 from tfxd.components.baseline.component import LatestPushedModel
 from tfxd.components.evaluator.component import Evaluator
-from tfxd.components.example_gen.column_sources import SOURCES as COLUMN_WISE_FORMATS
+from tfxd.components.example_gen.column_sources import column_wise
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
 from tfxd.components.trainer.component import Trainer
@@ -269,9 +269,7 @@ def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = Non
     if not place.on_cluster:
         lighten_in_memory_runner(args)
     components = nodes(loaded, to, target)
-    # the executor reads these formats column-wise unless a split key partitions the records (its _columnar)
-    column_wise = spec.data.format in COLUMN_WISE_FORMATS and not spec.data.split_key
-    own = example_gen_args(spec, args, column_wise)
+    own = example_gen_args(spec, args, column_wise(spec.data.format, spec.data.split_key is not None))
     if own:
         components[0].with_beam_pipeline_args(own)
     return pipeline.Pipeline(

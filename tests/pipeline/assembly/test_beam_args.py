@@ -103,38 +103,35 @@ def test_a_compiled_file_names_its_engine_by_tfxds_runner_or_beams():
     assert compiled_engine(["--parallelism=4"]) is None
 
 
-def _example_gen_mode(project, extra: str) -> tuple[list, str]:
-    """(ExampleGen's own Beam arguments, the running mode its executor gets) in a whole pipeline."""
+def _example_gen_mode(project, text: str) -> tuple[list, str]:
+    """(ExampleGen's Beam arguments, the running mode its executor gets) in the whole pipeline of spec ``text``."""
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
 
     from tfxd.pipeline.assembly.dag import tfx_pipeline
 
-    loaded = load_spec(str(write_spec(project, BASE_SPEC + extra)))
+    loaded = load_spec(str(write_spec(project, text)))
     example_gen = tfx_pipeline(loaded, to="ExampleGen").components[0]
     args = example_gen.executor_spec.beam_pipeline_args  # the pipeline's, then the component's (TFX's merge)
     return args, PipelineOptions(args).view_as(DirectOptions).direct_running_mode
 
 
+TWO = "beam: {workers: 2}\n"
+
+
 def test_the_column_wise_example_gen_runs_worker_processes_as_threads(project):
     """Its work is in Arrow and zlib, which let go of Python's lock: no ~1.5 s of Beam imports per worker."""
-    args, mode = _example_gen_mode(project, "beam: {workers: 2}\n")
+    args, mode = _example_gen_mode(project, BASE_SPEC + TWO)
     assert mode == "multi_threading" and args[-1] == THREADS and "--direct_num_workers=2" in args
     (project / "data.jsonl").write_text('{"x": 1.0, "city": "a", "target": 1}\n', encoding="utf-8")
     jsonl = BASE_SPEC.replace("format: csv", "format: jsonl").replace("data.csv", "data.jsonl")
-    (project / "jsonl.yaml").write_text(jsonl + "beam: {workers: 2}\n", encoding="utf-8")
-    from tfxd.pipeline.assembly.dag import tfx_pipeline
-
-    example_gen = tfx_pipeline(load_spec(str(project / "jsonl.yaml")), to="ExampleGen").components[0]
-    assert example_gen.executor_spec.beam_pipeline_args[-1] == THREADS
+    args, mode = _example_gen_mode(project, jsonl + TWO)
+    assert mode == "multi_threading" and args[-1] == THREADS
 
 
 def test_example_gen_keeps_processes_where_the_user_chose_or_it_reads_row_by_row(project):
-    assert _example_gen_mode(project, "beam: {workers: 1}\n")[1] == "in_memory"  # one worker: in memory
-    chosen = "beam: {workers: 2, args: [--direct_running_mode=multi_processing]}\n"
+    assert _example_gen_mode(project, BASE_SPEC + "beam: {workers: 1}\n")[1] == "in_memory"  # one worker
+    chosen = BASE_SPEC + "beam: {workers: 2, args: [--direct_running_mode=multi_processing]}\n"
     assert _example_gen_mode(project, chosen)[1] == "multi_processing"
     split_key = BASE_SPEC.replace("  path: data.csv\n", "  path: data.csv\n  split_key: city\n")
-    (project / "split.yaml").write_text(split_key + "beam: {workers: 2}\n", encoding="utf-8")
-    from tfxd.pipeline.assembly.dag import tfx_pipeline
-
-    example_gen = tfx_pipeline(load_spec(str(project / "split.yaml")), to="ExampleGen").components[0]
-    assert THREADS not in example_gen.executor_spec.beam_pipeline_args  # partitioned by a column: row-wise
+    args, mode = _example_gen_mode(project, split_key + TWO)
+    assert THREADS not in args and mode == "multi_processing"  # partitioned by a column: row-wise
