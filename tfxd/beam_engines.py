@@ -39,7 +39,7 @@ JVM_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in 
 class Engine:
     name: str  # the spec's beam.runner
     title: str
-    runner: str  # the Python runner class Beam loads (`--runner`): Beam's, reads spread (tfxd/beam_runners.py)
+    runner: str  # the Python runner class Beam loads (`--runner`): Beam's, optimized by the SDK (tfxd/beam_runners.py)
     main: str  # the job server's main class
     master_flag: str  # the job server's flag naming the cluster's master
     version: str  # the engine's own version, as installed

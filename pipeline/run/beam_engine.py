@@ -1,7 +1,7 @@
 """The engine a run's Beam steps execute on, started for the run and stopped with it: Beam's Flink or Spark
 job server (a JVM: an embedded Flink or Spark, or the submitter to the spec's `beam.master`) and, for an
-embedded engine, Beam's external SDK worker pool, so that the Python SDK workers run as separate
-processes, as they do beside a cluster's TaskManagers.
+embedded engine, an external SDK worker pool (pipeline/run/sdk_worker_pool.py), so that the Python SDK
+workers run as separate processes, as they do beside a cluster's TaskManagers.
 
 Both run in their own process groups and are stopped as groups when the run ends however it ends (the
 pool's workers, the JVM's threads and its temporary folders go with them), so that a run, a failure or
@@ -125,7 +125,8 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         if embedded:
             worker_log = os.path.join(log_dir, "sdk-workers.log")
             pool = f"127.0.0.1:{_free_port()}"
-            pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log, _worker_env())
+            pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log,
+                                       dict(os.environ))  # the run's: TF_USE_LEGACY_KERAS, the user's PYTHONPATH
             _wait_listening(pool, group, "the SDK worker pool", worker_log)
         job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
         endpoint = f"127.0.0.1:{_free_port()}"
@@ -155,16 +156,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
 
 
 def _worker_pool_command(address: str) -> list[str]:
-    return [sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
-            f"--service_port={address.rsplit(':', 1)[1]}"]
-
-
-def _worker_env() -> dict[str, str]:
-    """The pool starts each SDK worker as `python -c ...` from PATH: this Python, with the run's
-    environment (TF_USE_LEGACY_KERAS, the user's folder on PYTHONPATH)."""
-    env = dict(os.environ)
-    env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
-    return env
+    return [sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool", f"--service_port={address.rsplit(':', 1)[1]}"]
 
 
 def _job_server_command(engine: Engine, endpoint: str, master: str, scratch: str) -> list[str]:

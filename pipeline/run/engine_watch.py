@@ -4,11 +4,12 @@ does not say in a user's words.
 - An SDK worker that ends before it connects leaves Beam's job server waiting for it for ever: Beam's
   ExternalEnvironmentFactory.createEnvironment (runners/java-fn-execution) asks the worker pool for a worker,
   then takes the worker's control client in a loop that only logs "Still waiting for startup of
-  environment" every two minutes. Beam's worker pool (apache_beam.runners.worker.worker_pool_main) reaps a
-  worker only when the job server stops it (StopWorker), so a worker that ended on its own stays a zombie
-  child of the pool, its exit status readable in /proc. Still there after STRANDED_SECONDS, with a job
-  running, the watch cancels the engine's running jobs through Beam's job service; the component's Beam
-  pipeline then fails ("failed in state CANCELLED") instead of hanging.
+  environment" every two minutes. tfxd's worker pool (pipeline/run/sdk_worker_pool.py), as Beam's
+  (apache_beam.runners.worker.worker_pool_main), reaps a worker only when the job server stops it
+  (StopWorker), so a worker that ended on its own stays a zombie child of the pool, its exit status and its
+  name (`sdk <worker id>`) readable in /proc. Still there after STRANDED_SECONDS, with a job running, the
+  watch cancels the engine's running jobs through Beam's job service; the component's Beam pipeline then
+  fails ("failed in state CANCELLED") instead of hanging.
 - The job server or the worker pool ending during the run (killed, out of memory): the watch says which and
   how. Without it the component fails with a gRPC error about an unavailable endpoint, or, when the job
   server ended between two jobs, waits for it to come back (Beam's ExternalJobServer waits
@@ -23,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import threading
@@ -35,15 +35,17 @@ import grpc
 from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
 from tfxd import stops
+from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
 
 POLL_SECONDS = 0.2  # a dead worker is seen before the job server, failing its job, stops it (and it is reaped)
-# A worker ended by SIGTERM, as StopWorker ends one, that the pool has not reaped this long after was not
-# stopped by the job server (StopWorker reaps at once): it ended on its own. Any other end is seen at once.
+# A worker ended by SIGTERM, as StopWorker ends one, or with exit code 0, as one does once the job server
+# closed its control stream (Beam's RemoteEnvironment.close, just before StopWorker), that the pool has not
+# reaped this long after was not stopped by the job server (StopWorker reaps at once): it ended on its own.
+# Any other end is seen at once.
 UNREAPED_SECONDS = 2.0
 # Then a job still running this long after: Beam did not notice (it fails a job whose connected worker dies
 # within seconds), so it waits for a worker that will never connect.
 STRANDED_SECONDS = 10.0
-_WORKER_ID = re.compile(r'worker_id="([^"]+)"')
 _LIVE_JOB_STATES = (beam_job_api_pb2.JobState.STARTING, beam_job_api_pb2.JobState.RUNNING,
                     beam_job_api_pb2.JobState.STOPPED)
 
@@ -54,22 +56,22 @@ def _returncode(status: int) -> int:
 
 
 def _children(parent: int) -> dict[int, tuple[str, str, int]]:
-    """The processes whose parent is ``parent``: pid -> (state, command line, wait status; 0 while alive)."""
+    """The processes whose parent is ``parent``: pid -> (state, name, wait status; 0 while alive)."""
     found = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+                head, tail = handle.read().rsplit(")", 1)
+            fields = tail.split()
             if int(fields[1]) != parent:
                 continue
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                command = handle.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
         except (OSError, IndexError, ValueError):
             continue  # ended between the listing and the read
         # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
-        found[int(entry)] = (fields[0], command, int(fields[-1]) if len(fields) >= 50 else 0)
+        found[int(entry)] = (fields[0], name, int(fields[-1]) if len(fields) >= 50 else 0)
     return found
 
 
@@ -121,7 +123,6 @@ class EngineWatch:
         self.pool = pool
         self.job_endpoint = job_endpoint
         self._faults: list[str] = []
-        self._workers: dict[int, str] = {}  # pid -> worker id, learnt while the worker lives
         self._unreaped: dict[int, float] = {}  # pid of an ended worker -> when the watch saw it ended
         self._ended: set[str] = set()  # the processes (by name) whose end was said
         self._reported: set[int] = set()  # the ended workers (by pid) said
@@ -170,18 +171,16 @@ class EngineWatch:
 
     def _look_at_workers(self, now: float) -> None:
         assert self.pool is not None
-        for pid, (state, command, status) in _children(self.pool.pid).items():
-            if state != "Z":
-                if (worker := _WORKER_ID.search(command)) is not None:
-                    self._workers[pid] = worker.group(1)
+        for pid, (state, name, status) in _children(self.pool.pid).items():
+            if state != "Z" or not name.startswith(WORKER_NAME):  # not the pool's gRPC service, reaped by the pool
                 continue
             ended = self._unreaped.setdefault(pid, now)
-            stopped = _returncode(status) == -signal.SIGTERM  # as StopWorker ends a worker, just before it reaps
+            stopped = _returncode(status) in (0, -signal.SIGTERM)  # as a job's end ends a worker, before StopWorker
             if pid not in self._reported and (not stopped or now - ended >= UNREAPED_SECONDS):
                 self._reported.add(pid)
-                worker_id = self._workers.get(pid)
-                named = f"worker id {worker_id}, pid {pid}" if worker_id else f"pid {pid}"
-                self._faults.append(f"an SDK worker ({named}) {stops.ended(_returncode(status))}")
+                worker_id = name[len(WORKER_NAME):]
+                self._faults.append(f"an SDK worker (worker id {worker_id}, pid {pid}) "
+                                    f"{stops.ended(_returncode(status))}")
             # once per worker: it stays a zombie of the pool, and later jobs are not its
             if now - ended >= STRANDED_SECONDS and pid not in self._stranded:
                 self._stranded.add(pid)

@@ -22,15 +22,18 @@ import pytest
 from tests.conftest import BASE_SPEC, run_cli, write_spec
 from tests.pipeline.run.test_run_taxi import example_project, summaries, tf_records, tfxd
 from tfxd.beam_engines import ENGINES, JVM_OPENS, class_path, home, java
+from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
 
 WORKERS = ("--set", "beam.workers=2")
 
 
 def _ours() -> list[str]:
-    """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool, an SDK worker
-    (whole command lines: ps cuts them at 80 columns where its output is not a terminal)."""
+    """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool (tfxd's, and its
+    forked SDK workers, which keep its command line; Beam's) or an SDK worker of Beam's pool (whole command
+    lines: ps cuts them at 80 columns where its output is not a terminal)."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    marks = ("JobServerDriver", "worker_pool_main", "SdkHarness", "org.apache.spark.deploy")
+    marks = ("JobServerDriver", "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main", "worker_pool_main",
+             "SdkHarness", "org.apache.spark.deploy")
     return [line for line in out.splitlines() if any(mark in line for mark in marks)]
 
 
@@ -143,7 +146,7 @@ def test_taxi_on_an_embedded_flink_gives_the_direct_runners_results(tmp_path_fac
     finished = Path(log).read_text(errors="replace").count("switched from state RUNNING to FINISHED.")
     assert finished >= 4  # Flink ran ExampleGen's, StatisticsGen's, Transform's and the Evaluator's jobs
     workers = Path(log).with_name("sdk-workers.log").read_text(errors="replace")
-    assert workers.count("Starting worker with command") >= 2  # SDK workers: processes the pool started
+    assert workers.count("started worker") >= 2  # SDK workers: processes the pool forked
     _same_results(folder, direct_run)
     assert _ours() == []
 
@@ -214,20 +217,31 @@ def _up_to_transform(folder: Path) -> subprocess.Popen:
 def _kill_busy_workers(process: subprocess.Popen) -> list[str]:
     """SIGKILL to the SDK workers Transform's job started, once connected and busy with its bundles (one
     killed before it connects: tests/pipeline/run/test_engine_watch.py)."""
-    earlier = {line.split()[0] for line in _ours() if "SdkHarness" in line}  # earlier jobs', kept a minute
+    earlier = set(_sdk_workers())  # earlier jobs', kept a minute
     seen: dict[str, float] = {}
     killed: list[str] = []
     while process.poll() is None and not killed:
-        for line in _ours():
-            pid = line.split()[0]
-            if "SdkHarness" in line and pid not in earlier:
+        for pid in _sdk_workers():
+            if pid not in earlier:
                 seen.setdefault(pid, time.monotonic())
-        busy = [pid for pid, since in seen.items() if time.monotonic() - since > 8]
+        busy = [pid for pid, since in seen.items() if time.monotonic() - since > 2]  # forked: ready at once
         for pid in busy:
             os.kill(int(pid), signal.SIGKILL)
         killed.extend(busy)
         time.sleep(0.2)
     return killed
+
+
+def _sdk_workers() -> list[str]:
+    """The pids of tfxd's SDK workers alive: named `sdk <worker id>` (pipeline/run/sdk_worker_pool.py)."""
+    found = []
+    for line in _ours():
+        pid = line.split()[0]
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
+            head, tail = stat.read().rsplit(")", 1)
+            if head.split("(", 1)[1].startswith(WORKER_NAME) and tail.split()[0] != "Z":
+                found.append(pid)
+    return found
 
 
 def _job_server(process: subprocess.Popen) -> int:

@@ -1,4 +1,4 @@
-"""The watch on an engine tfxd started (pipeline/run/engine_watch.py), on a real embedded Flink with Beam's
+"""The watch on an engine tfxd started (pipeline/run/engine_watch.py), on a real embedded Flink with tfxd's
 worker pool: a worker that ends before it connects makes Beam's job server wait for ever
 (ExternalEnvironmentFactory.createEnvironment loops on "Still waiting for startup of environment"), and the
 watch ends that wait; workers the job server stops itself are no fault. And what tfxd started ends with it
@@ -8,19 +8,18 @@ from __future__ import annotations
 
 import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.pipeline.run.test_beam_engines import _ours
 from tfxd.beam_engines import ENGINES
 from tfxd.pipeline.run import beam_engine
-from tfxd.pipeline.run.engine_watch import _children, _returncode, refusing_server
+from tfxd.pipeline.run.engine_watch import _returncode, refusing_server
 
 
 def _count(engine: beam_engine.RunningEngine) -> int:
@@ -38,54 +37,52 @@ def _count(engine: beam_engine.RunningEngine) -> int:
     return 100
 
 
-def _kill_first_worker(pool_pid: int, killed: list[int], done: threading.Event) -> None:
-    """SIGKILL to the first SDK worker the pool starts, as soon as it is seen: before it connects (its
-    imports alone take seconds)."""
-    while not done.is_set():
-        for pid, (_, command, _) in _children(pool_pid).items():
-            if "SdkHarness" in command:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-                return
-        time.sleep(0.01)
+# tfxd's pool, but the workers named in DOOMED (worker ids) kill themselves (SIGKILL) before they connect:
+# a forked worker connects within milliseconds, too soon for a watcher from outside to kill it first
+_DOOMED_POOL = textwrap.dedent("""
+    import os, signal, sys
+    from apache_beam.runners.worker import sdk_worker
+    from tfxd.pipeline.run import sdk_worker_pool
+
+    doomed, harness = set(os.environ["DOOMED"].split(",")), sdk_worker.SdkHarness.__init__
+
+    def dying(self, control_address, worker_id=None, **settings):
+        if worker_id in doomed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        harness(self, control_address, worker_id=worker_id, **settings)
+
+    sdk_worker.SdkHarness.__init__ = dying
+    sys.exit(sdk_worker_pool.main(sys.argv[1:]))
+    """)
 
 
-def _without_worker_ids(fault: str | None) -> str | None:
-    """The fault without the workers' ids: the watch names a worker's id when it saw the worker's command
-    line before the kill (engine_watch: "worker id 2-1, pid N"), which on a busy machine it may."""
-    return re.sub(r"worker id [^,]+, ", "", fault) if fault is not None else None
-
-
-def _count_with_the_first_worker_killed(engine: beam_engine.RunningEngine) -> int:
-    """_count with its first SDK worker killed before it connects: the job is cancelled; the worker's pid."""
-    killed: list[int] = []
-    done = threading.Event()
-    killer = threading.Thread(target=_kill_first_worker, args=(engine.watch.pool.pid, killed, done))
-    killer.start()
-    try:
-        with pytest.raises(RuntimeError, match="failed in state CANCELLED"):
-            _count(engine)
-    finally:
-        done.set()
-        killer.join()
-    assert killed
-    return killed[0]
+def _started(log: Path, worker_id: str) -> int:
+    """The pid of the worker the pool's log says it started as ``worker_id``."""
+    found = re.search(rf"started worker {re.escape(worker_id)} \(pid (\d+)\)", log.read_text(errors="replace"))
+    assert found, log.read_text(errors="replace")
+    return int(found.group(1))
 
 
 @pytest.mark.timeout(600)  # without the watch the second pipeline never ends
 @pytest.mark.reliability("environment fault")
-def test_a_worker_that_dies_before_it_connects_fails_the_job_instead_of_hanging(tmp_path):
+def test_a_worker_that_dies_before_it_connects_fails_the_job_instead_of_hanging(tmp_path, monkeypatch):
+    monkeypatch.setenv("DOOMED", "2-1,3-1")  # the workers of the second and third jobs
+    monkeypatch.setattr(beam_engine, "_worker_pool_command", lambda address: [
+        sys.executable, "-c", _DOOMED_POOL, f"--service_port={address.rsplit(':', 1)[1]}"])
     with beam_engine.running(ENGINES["flink"], None, 2, str(tmp_path)) as engine:
         assert _count(engine) == 100
         assert engine.fault() is None  # the job server stopped its workers: no fault
-        killed = _count_with_the_first_worker_killed(engine)
-        said = (f"an SDK worker (pid {killed}) was killed by signal 9 (SIGKILL: out of memory, or stopped from "
-                "outside); Flink kept waiting for that worker to connect, so tfxd cancelled its job")
-        assert _without_worker_ids(engine.fault()) == said
+        with pytest.raises(RuntimeError, match="failed in state CANCELLED"):
+            _count(engine)
+        killed = _started(tmp_path / "sdk-workers.log", "2-1")
+        said = (f"an SDK worker (worker id 2-1, pid {killed}) was killed by signal 9 (SIGKILL: out of memory, or "
+                "stopped from outside); Flink kept waiting for that worker to connect, so tfxd cancelled its job")
+        assert engine.fault() == said
         # a later job's stranded worker is cancelled too (the first stays a zombie of the pool)
-        again = _count_with_the_first_worker_killed(engine)
-        assert again != killed
-        assert _without_worker_ids(engine.fault()) == f"{said}; {said.replace(str(killed), str(again))}"
+        with pytest.raises(RuntimeError, match="failed in state CANCELLED"):
+            _count(engine)
+        again = _started(tmp_path / "sdk-workers.log", "3-1")
+        assert engine.fault() == f"{said}; {said.replace(str(killed), str(again)).replace('2-1', '3-1')}"
         log = (tmp_path / "flink-job-server.log").read_text(errors="replace")
         assert "Still waiting for startup of environment" not in log  # Beam's own two-minute wait never came
     assert _ours() == []
@@ -141,7 +138,7 @@ def test_an_engine_ends_with_the_tfxd_process_killed_outright(tmp_path):
         assert holder.stdout is not None and "running\n" in iter(holder.stdout.readline, "")
         running = _ours()
         assert any("JobServerDriver" in line for line in running), running
-        assert any("worker_pool_main" in line for line in running), running
+        assert any("tfxd.pipeline.run.sdk_worker_pool" in line for line in running), running
     finally:
         holder.kill()
         holder.wait()

@@ -1,0 +1,147 @@
+"""tfxd's SDK worker pool (pipeline/run/sdk_worker_pool.py): Beam's external worker pool service, its
+workers forked from a process that loaded their libraries once.
+
+The pool's client here is Beam's own: its portable runner with the embedded Python job service
+(`--job_endpoint=embed`), which asks an EXTERNAL environment's pool for a worker per job
+(worker_handlers.ExternalWorkerHandler.start_worker) and hands it the job's bundles; the same pipeline
+through Beam's own pool (worker_pool_main) is the negative case. The Flink job server as the client, and a
+worker killed before it connects: tests/pipeline/run/test_engine_watch.py and test_beam_engines.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from unittest import mock
+
+import grpc
+import pytest
+
+from tfxd.pipeline.run.engine_watch import _children
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@contextlib.contextmanager
+def _pool(module: str, log):
+    """A worker pool (``module``'s main) on a free port, stopped with its process group at the end."""
+    port = _free_port()
+    env = dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}")  # Beam's: `python`
+    process = subprocess.Popen([sys.executable, "-m", module, f"--service_port={port}"], stdout=log,
+                               stderr=subprocess.STDOUT, start_new_session=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert process.poll() is None and time.monotonic() < deadline, "the pool did not listen"
+            time.sleep(0.1)
+        yield process, port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _run_on(port: int, folder) -> list[tuple[int, int, str, bool, int]]:
+    """A one-element pipeline on the pool: what its SDK worker was (pid, parent, name, TensorFlow loaded
+    before the job, a draw of numpy's), from a file the worker wrote in ``folder``."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    folder.mkdir()
+    where = str(folder)
+
+    def where_it_ran(_):  # a closure: pickled by value, the workers need not import the tests
+        import json
+        import uuid
+
+        import numpy as np
+
+        with open("/proc/self/comm") as comm:
+            name = comm.read().strip()
+        seen = [os.getpid(), os.getppid(), name, "tensorflow" in sys.modules, int(np.random.randint(1 << 30))]
+        with open(os.path.join(where, uuid.uuid4().hex), "w") as out:
+            json.dump(seen, out)
+
+    options = PipelineOptions(["--runner=PortableRunner", "--job_endpoint=embed", "--environment_type=EXTERNAL",
+                               f"--environment_config=127.0.0.1:{port}"])
+    # Beam leaves a folder for every environment it submits to a portable runner: in one of the test's own
+    with tempfile.TemporaryDirectory() as temp, mock.patch.object(tempfile, "tempdir", temp), \
+            beam.Pipeline(options=options) as pipeline:
+        _ = pipeline | beam.Create([0]) | beam.Map(where_it_ran)
+    return [tuple(json.loads(path.read_text())) for path in folder.iterdir()]
+
+
+@pytest.mark.timeout(300)
+def test_workers_are_forked_from_the_pool_with_their_libraries_loaded(tmp_path):
+    log_path = tmp_path / "pool.log"
+    with open(log_path, "wb") as log, _pool("tfxd.pipeline.run.sdk_worker_pool", log) as (pool, port):
+        ran = [*_run_on(port, tmp_path / "first"), *_run_on(port, tmp_path / "second")]  # a worker a job
+        assert len(ran) == 2, log_path.read_text(errors="replace")
+        (first, parent, name, loaded, draw), (second, parent_2, name_2, loaded_2, draw_2) = ran
+        assert parent == parent_2 == pool.pid and first != second  # children of the pool, a new one a job
+        assert name.startswith("sdk worker_") and name_2.startswith("sdk worker_") and name != name_2
+        assert loaded and loaded_2  # TensorFlow was there before the job's DoFns were
+        assert draw != draw_2  # numpy reseeded in each fork (copies of one generator would draw alike)
+    said = log_path.read_text(errors="replace")
+    assert "libraries loaded in" in said and "started worker worker_" in said
+
+    beams = tmp_path / "beams-pool.log"  # the negative case: Beam's pool starts a fresh Python a worker
+    with open(beams, "wb") as log, _pool("apache_beam.runners.worker.worker_pool_main", log) as (pool, port):
+        [(_, parent, name, loaded, _)] = _run_on(port, tmp_path / "beams")
+        assert parent == pool.pid and name == "python" and not loaded
+
+
+@pytest.mark.timeout(120)
+def test_a_stopped_worker_is_reaped_and_the_service_ends_with_the_pool(tmp_path):
+    """Through Beam's own stub, as the job server calls the pool: a worker started (its control endpoint
+    nobody's), then stopped: reaped, nothing of it left. Then the pool killed outright: its gRPC service
+    goes with it (nothing listens on the port)."""
+    from apache_beam.portability.api import beam_fn_api_pb2, beam_fn_api_pb2_grpc, endpoints_pb2
+
+    with open(tmp_path / "pool.log", "wb") as log, _pool("tfxd.pipeline.run.sdk_worker_pool", log) as (pool, port):
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = beam_fn_api_pb2_grpc.BeamFnExternalWorkerPoolStub(channel)
+            control = endpoints_pb2.ApiServiceDescriptor(url=f"127.0.0.1:{_free_port()}")
+            started = stub.StartWorker(beam_fn_api_pb2.StartWorkerRequest(worker_id="w-1", control_endpoint=control),
+                                       timeout=60)
+            assert started.error == ""
+            workers = [pid for pid, (_, name, _) in _children(pool.pid).items() if name == "sdk w-1"]
+            assert len(workers) == 1
+            stopped = stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="w-1"), timeout=60)
+            assert stopped.error == ""
+            assert workers[0] not in _children(pool.pid)  # ended and reaped, not a zombie
+        [service] = list(_children(pool.pid))  # the gRPC service, the pool's one child left
+        pool.kill()
+        pool.wait()
+        deadline = time.monotonic() + 10
+        while _listening(port) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not _listening(port)
+        assert _state(service) in (None, "Z")  # ended (a zombie until whoever adopted it reaps it)
+
+
+def _state(pid: int) -> str | None:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return None
