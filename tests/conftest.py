@@ -59,8 +59,7 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> Result:
 
 def own_temp_dir(folder: Path) -> str:
     """A temporary folder of its own, in the test's ``folder``, to give a process as TMPDIR where it is
-    expected to leave files there: a run the test kills (a killed process cannot remove its own) or the Beam
-    orchestrator (BeamDagRunner takes no Beam options: its pipeline's Prism attempt leaves folders). The
+    expected to leave files there: a run the test kills (a killed process cannot remove its own). The
     session checks that nothing else is left in the temporary folder."""
     return tempfile.mkdtemp(dir=folder, prefix="own-tmp-")
 
@@ -81,10 +80,11 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
 
 # `make test` runs the suite on two pytest-xdist workers (--dist loadgroup), a group at a time per worker: a
 # test file's tests together (its module fixtures, e.g. one taxi run, are made once), and every test that
-# starts a Beam engine in one group, one after the other, since each checks that no engine process of any
-# run is left (tests/pipeline/run/test_beam_engines.py: _ours).
+# starts a Beam engine or a worker pool in one group, one after the other, since each checks that no engine
+# process of any run is left (tests/pipeline/run/test_beam_engines.py: _ours).
 ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/test_engine_watch.py",
-                "tests/kubeflow/test_beam_engines_compiled.py", "tests/tfxd/test_beam_runners.py")
+                "tests/kubeflow/test_beam_engines_compiled.py", "tests/tfxd/test_beam_runners.py",
+                "tests/pipeline/run/test_sdk_worker_pool.py")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids

@@ -24,6 +24,8 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
+from tfxd.replaced import replaced
+
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 QUICK_EXIT = "--beam_plugin=tfxd.quick_exit"  # imported by each worker process Beam starts
 
@@ -93,11 +95,8 @@ def signatures_remembered() -> Iterator[None]:
         args, defaults = known[key]
         return list(args), list(defaults)
 
-    core.get_function_args_defaults = remembered
-    try:
+    with replaced(core, "get_function_args_defaults", remembered):
         yield
-    finally:
-        core.get_function_args_defaults = original
 
 
 @contextlib.contextmanager
@@ -125,8 +124,5 @@ def option_views_remembered() -> Iterator[None]:
             view = known[cls] = original(options, cls)
         return view
 
-    setattr(pipeline_options.PipelineOptions, "view_as", view_as)  # noqa: B010 - a method, replaced for a while
-    try:
+    with replaced(pipeline_options.PipelineOptions, "view_as", view_as):
         yield
-    finally:
-        setattr(pipeline_options.PipelineOptions, "view_as", original)  # noqa: B010

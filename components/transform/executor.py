@@ -12,6 +12,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from tfxd import files, keys
 from tfxd.components.transform import feature_info
+from tfxd.replaced import replaced
 
 
 @contextlib.contextmanager
@@ -22,12 +23,8 @@ def _without_deep_copy():
     optimization off keeps the same results."""
     from tensorflow_transform.beam.context import Context
 
-    original = Context.__dict__["get_use_deep_copy_optimization"]
-    Context.get_use_deep_copy_optimization = classmethod(lambda cls: False)
-    try:
+    with replaced(Context, "get_use_deep_copy_optimization", classmethod(lambda cls: False)):
         yield
-    finally:
-        Context.get_use_deep_copy_optimization = original
 
 
 @contextlib.contextmanager
@@ -56,20 +53,14 @@ def _one_inspection_trace() -> Iterator[None]:
     def inspecting(name: str) -> Callable[..., list[str]]:
         def inspect(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any],
                     force_tf_compat_v1: bool = False) -> list[str]:
-            impl_helper.trace_preprocessing_function = traced_once
-            try:
+            with replaced(impl_helper, "trace_preprocessing_function", traced_once):
                 return originals[name](preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
-            finally:
-                impl_helper.trace_preprocessing_function = original_trace
         return inspect
 
-    for name in originals:
-        setattr(tft, name, inspecting(name))
-    try:
+    with contextlib.ExitStack() as stack:
+        for name in originals:
+            stack.enter_context(replaced(tft, name, inspecting(name)))
         yield
-    finally:
-        for name, original in originals.items():
-            setattr(tft, name, original)
 
 
 def _specs_key(specs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
@@ -88,12 +79,8 @@ def _no_cache_inspection(input_dict: Mapping[str, Any], output_dict: Mapping[str
             or standard_component_specs.UPDATED_ANALYZER_CACHE_KEY in output_dict):
         yield
         return
-    original = analysis_graph_builder.get_analysis_cache_entry_keys
-    analysis_graph_builder.get_analysis_cache_entry_keys = lambda *args, **kwargs: []
-    try:
+    with replaced(analysis_graph_builder, "get_analysis_cache_entry_keys", lambda *args, **kwargs: []):
         yield
-    finally:
-        analysis_graph_builder.get_analysis_cache_entry_keys = original
 
 
 def _carry_properties(input_dict, output_dict) -> None:

@@ -9,6 +9,8 @@ import os
 import sys
 import time
 import traceback
+import types
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -32,6 +34,7 @@ from tfxd.pipeline.run.outcome import (
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.replaced import replaced
 from tfxd.run_summary import LocalRun, run_status
 
 # what LocalDagRunner and BeamDagRunner log around each node, and TFX's launcher for a node whose condition
@@ -111,16 +114,40 @@ def _runner(orchestrator: str):
 
 
 @contextlib.contextmanager
+def _orchestrator_pinned(orchestrator: str) -> Iterator[None]:
+    """TFX's BeamDagRunner makes its own Beam pipeline without options (beam_dag_runner.run_with_ir:
+    ``beam.Pipeline()``), so Beam 2.74's DirectRunner first hands it to Prism (tfxd.direct_runner): a
+    download from GitHub, offline a failure and temporary folders left behind, online the orchestration,
+    the components inside it, on another engine. For the run, that module's ``beam`` is Beam with its
+    pipelines made with tfxd's DirectRunner flags, in memory as Beam's default; the components' own
+    pipelines, made in their modules, are theirs."""
+    if orchestrator != "beam":
+        yield
+        return
+    import apache_beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from tfx.orchestration.beam import beam_dag_runner
+
+    class PinnedBeam(types.ModuleType):
+        def __getattr__(self, name: str) -> Any:
+            return getattr(apache_beam, name)
+
+        @staticmethod
+        def Pipeline(*args: Any, **kwargs: Any) -> Any:  # noqa: N802 - Beam's name
+            options = PipelineOptions(direct_runner.direct_args("in_memory", 1))
+            return apache_beam.Pipeline(*args, **{"options": options, **kwargs})
+
+    with replaced(beam_dag_runner, "beam", PinnedBeam("apache_beam")):
+        yield
+
+
+@contextlib.contextmanager
 def _command_line_for_tfx():
     """TFX's Beam executors parse sys.argv with absl's flags (base_beam_executor.BaseBeamExecutor's
     __init__: ``flags.FLAGS(sys.argv + beam_pipeline_args, known_only=True)``). tfxd's command line is
     not theirs: its ``-v`` is absl's ``--verbosity``, which took ``run`` as its value and failed ExampleGen."""
-    argv = sys.argv
-    sys.argv = argv[:1]
-    try:
+    with replaced(sys, "argv", sys.argv[:1]):
         yield
-    finally:
-        sys.argv = argv
 
 
 def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> None:
@@ -177,7 +204,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
             # Beam's cost per transform and per stage, in this process's pipelines
             with (direct_runner.signatures_remembered(), direct_runner.option_views_remembered(),
-                  _command_line_for_tfx()):
+                  _command_line_for_tfx(), _orchestrator_pinned(loaded.spec.targets.local.orchestrator)):
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc

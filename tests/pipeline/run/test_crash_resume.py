@@ -55,8 +55,8 @@ class Running:
     started: list[Running] = []
 
     def __init__(self, folder: Path, *args: str, own_temp: bool = False) -> None:
-        """``own_temp``: a temporary folder of its own (conftest.own_temp_dir), for a run the test SIGKILLs or
-        one on the Beam orchestrator; one stopped by SIGTERM or SIGINT leaves nothing, as the session checks."""
+        """``own_temp``: a temporary folder of its own (conftest.own_temp_dir), for a run the test SIGKILLs;
+        one stopped by SIGTERM or SIGINT leaves nothing, as the session checks."""
         self.stderr_path = folder / f"stderr-{time.monotonic_ns()}.txt"
         env = dict(os.environ)
         self.temp = own_temp_dir(folder) if own_temp else None
@@ -347,7 +347,7 @@ def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_reru
 @pytest.mark.reliability("crash point")
 def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(crash_project):
     write_spec(crash_project, SPEC + "targets:\n  local: {orchestrator: beam}\n")
-    first = Running(crash_project, "--to", "Transform", own_temp=True)
+    first = Running(crash_project, "--to", "Transform")  # stopped by SIGINT, it leaves no temporary files
     first.wait_for_transform_work(crash_project)
     os.kill(first.process.pid, signal.SIGINT)  # `kill -INT pid`; Beam wraps the KeyboardInterrupt
     code, out, err = first.finish()
@@ -357,7 +357,7 @@ def test_sigint_to_the_main_process_stops_the_beam_orchestrator_cleanly_too(cras
     assert summary["status"] == "interrupted" and _statuses(summary)["Transform"] == "interrupted"
     assert _executions(crash_project)["Transform"] == ["CANCELED"]
 
-    result = tfxd("run", "spec.yaml", "--to", "Transform", cwd=crash_project, env={"TMPDIR": first.temp})
+    result = tfxd("run", "spec.yaml", "--to", "Transform", cwd=crash_project)
     assert result.returncode == 0, result.stdout + result.stderr
     assert _statuses(_runs(crash_project)[-1]) == {**dict.fromkeys(BEFORE_TRANSFORM, "cached"), "Transform": "ran"}
     assert _executions(crash_project)["Transform"] == ["CANCELED", "COMPLETE"]
