@@ -14,7 +14,9 @@ watches) imports, forks and reaps, on its main thread alone; the gRPC service ru
 first, before anything is imported, and hands it each request over a pipe. The workers are the pool's
 children, as Beam's are its pool's: one that ends on its own stays a zombie of the pool, its exit status in
 /proc, until the job server stops it (pipeline/run/engine_watch.py reads that); each names itself in
-/proc/PID/comm (`sdk <worker id>`), since a fork keeps the pool's command line.
+/proc/PID/comm (`sdk <worker id>`), since a fork keeps the pool's command line. (A replay's container
+tasks are forked from a preloaded process too, kubeflow/replay/forked_tasks.py: one task at a time, each
+waited for, where a pool serves a job's workers at once and keeps them until the job server stops them.)
 """
 
 from __future__ import annotations

@@ -114,6 +114,17 @@ def test_the_operator_chosen_from_what_the_cluster_serves(wanted, served, chosen
         assert why == f"targets.kubeflow.trainer.operator: {wanted}"
 
 
+def test_the_spec_offers_the_operators_the_trainer_can_launch():
+    """The spec's choices (pipeline/spec/targets.py) and the Trainer's table (job_launch.OPERATORS) name the
+    same operators: one added to either alone would be accepted at validate and fail on the cluster, or be
+    unreachable."""
+    from typing import get_args
+
+    from tfxd.pipeline.spec.targets import KubeflowTrainer
+
+    assert set(get_args(KubeflowTrainer.model_fields["operator"].annotation)) == {"auto", *job_launch.OPERATORS}
+
+
 def test_an_operator_the_cluster_lacks_is_refused_with_the_fix():
     with pytest.raises(job_launch.TrainingJobFailed) as lacking:
         job_launch.choose_operator("trainjob", {"trainjob": False})
