@@ -15,7 +15,6 @@ the Beam arguments read as TFX placeholders.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import re
 import shutil
@@ -42,6 +41,7 @@ from tfxd.beam_engines import (
 from tfxd.pipeline.assembly.beam_args import engine_workers
 from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
+from tfxd.pipeline.run.sdk_worker_pool import end_with_parent
 from tfxd.pipeline.spec.document import Spec
 
 START_SECONDS = 90  # a JVM on a loaded 2-core machine, Flink's mini cluster or Spark's context included
@@ -200,7 +200,7 @@ class _Processes:
     def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
         with open(log, "ab") as out:
             process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, start_new_session=True, preexec_fn=_ended_with_parent)
+                                       env=env, start_new_session=True, preexec_fn=end_with_parent)
         self.running.append((name, process))
         return process
 
@@ -220,19 +220,6 @@ class _Processes:
             _signal_group(process, signal.SIGKILL)  # the group: SDK workers outlive a stopped pool
             process.wait()
         self.running.clear()
-
-
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
-# looked up here, not in the forked child: a child of a process with threads must not load libraries
-_prctl = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
-
-
-def _ended_with_parent() -> None:
-    """In the child before it runs the engine: SIGKILL when the thread that started it ends (Linux's
-    PR_SET_PDEATHSIG), so that a tfxd killed outright leaves no engine behind. The SDK workers, the pool's
-    children, end on their own once the job server's connection is gone."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:

@@ -55,23 +55,26 @@ def _returncode(status: int) -> int:
     return -(status & 0x7F) if status & 0x7F else status >> 8
 
 
+def _stat(pid: int) -> tuple[str, str, int, int] | None:
+    """A process as /proc/PID/stat has it: (state, name, parent's pid, wait status; 0 while alive); None
+    once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            head, tail = handle.read().rsplit(")", 1)
+        fields = tail.split()
+        name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
+        # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
+        return fields[0], name, int(fields[1]), int(fields[-1]) if len(fields) >= 50 else 0
+    except (OSError, IndexError, ValueError):
+        return None  # ended, or ended while read
+
+
 def _children(parent: int) -> dict[int, tuple[str, str, int]]:
     """The processes whose parent is ``parent``: pid -> (state, name, wait status; 0 while alive)."""
     found = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8", errors="replace") as handle:
-                head, tail = handle.read().rsplit(")", 1)
-            fields = tail.split()
-            if int(fields[1]) != parent:
-                continue
-            name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
-        except (OSError, IndexError, ValueError):
-            continue  # ended between the listing and the read
-        # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
-        found[int(entry)] = (fields[0], name, int(fields[-1]) if len(fields) >= 50 else 0)
+        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[2] == parent:
+            found[int(entry)] = (stat[0], stat[1], stat[3])
     return found
 
 

@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     if server == 0:  # the gRPC service, forked before anything with threads is loaded
         os.close(requests_read)
         os.close(replies_write)
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # ends with the pool process, however it ends
+        end_with_parent()  # with the pool process, however it ends
         _serve(args.service_port, os.fdopen(requests_write, "w"), os.fdopen(replies_read))
         os._exit(1)
     os.close(requests_write)
@@ -139,13 +139,21 @@ def _stop(pid: int | None) -> None:
         return
 
 
-# looked up once, here: a forked worker names itself before it loads anything
+# looked up at import, not in a forked child: a child of a process with threads must not load libraries
 _LIBC_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
 
 
 def _prctl(option: int, value: int | bytes) -> None:
     if _LIBC_PRCTL is not None:
         _LIBC_PRCTL(option, value)
+
+
+def end_with_parent() -> None:
+    """In a child (before it runs what it was started for): SIGKILL when the thread that started it ends
+    (Linux's PR_SET_PDEATHSIG), so that what tfxd started goes with it even when tfxd is killed outright:
+    the engine's processes (pipeline/run/beam_engine.py) and the pool's gRPC service. The SDK workers, the
+    pool's children, end on their own once the job server's connection is gone."""
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def _serve(port: int, requests, replies) -> None:

@@ -10,7 +10,6 @@ import glob
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,8 @@ import pytest
 from tests.conftest import BASE_SPEC, run_cli, write_spec
 from tests.pipeline.run.test_run_taxi import example_project, summaries, tf_records, tfxd
 from tfxd.beam_engines import ENGINES, JVM_OPENS, class_path, home, java
+from tfxd.pipeline.run.beam_engine import _free_port
+from tfxd.pipeline.run.engine_watch import _stat
 from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
 
 WORKERS = ("--set", "beam.workers=2")
@@ -43,12 +44,6 @@ def direct_run(tmp_path_factory):
     result = tfxd("run", "taxi.yaml", *WORKERS, cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
     return folder
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @contextlib.contextmanager
@@ -234,14 +229,8 @@ def _kill_busy_workers(process: subprocess.Popen) -> list[str]:
 
 def _sdk_workers() -> list[str]:
     """The pids of tfxd's SDK workers alive: named `sdk <worker id>` (pipeline/run/sdk_worker_pool.py)."""
-    found = []
-    for line in _ours():
-        pid = line.split()[0]
-        with contextlib.suppress(OSError), open(f"/proc/{pid}/stat") as stat:
-            head, tail = stat.read().rsplit(")", 1)
-            if head.split("(", 1)[1].startswith(WORKER_NAME) and tail.split()[0] != "Z":
-                found.append(pid)
-    return found
+    pids = [line.split()[0] for line in _ours()]
+    return [pid for pid in pids if (stat := _stat(int(pid))) and stat[1].startswith(WORKER_NAME) and stat[0] != "Z"]
 
 
 def _job_server(process: subprocess.Popen) -> int:

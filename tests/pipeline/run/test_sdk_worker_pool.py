@@ -24,13 +24,8 @@ from unittest import mock
 import grpc
 import pytest
 
-from tfxd.pipeline.run.engine_watch import _children
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+from tfxd.pipeline.run.beam_engine import _free_port
+from tfxd.pipeline.run.engine_watch import _children, _stat
 
 
 def _listening(port: int) -> bool:
@@ -136,12 +131,5 @@ def test_a_stopped_worker_is_reaped_and_the_service_ends_with_the_pool(tmp_path)
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _listening(port)
-        assert _state(service) in (None, "Z")  # ended (a zombie until whoever adopted it reaps it)
-
-
-def _state(pid: int) -> str | None:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return None
+        stat = _stat(service)
+        assert stat is None or stat[0] == "Z"  # ended (a zombie until whoever adopted it reaps it)
