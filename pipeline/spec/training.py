@@ -129,6 +129,10 @@ class Input(Section):
     cache: Literal["auto"] | bool = Field(
         "auto", description="the train records in memory: auto = when their files hold at most "
                             "64 MB (compressed), so memory stays bounded; true = always; false = never")
+    parallel_reads: Literal["auto"] | bool = Field(
+        "auto", description="read the files in parallel: auto = when they are on a remote store (a URL such as "
+                            "gs://), to hide each read's latency; local files are read in sequence, faster for "
+                            "small records; true for large records (images) on a local disk")
     shuffle_buffer: int = Field(10000, ge=0)
     prefetch: Literal["auto"] | Annotated[int, Field(ge=0)] = "auto"
 

@@ -32,9 +32,10 @@ def _files(folder) -> list[str]:
     return [str(folder / "part-*.gz")]
 
 
-def _read(files: list[str], seed: int | None, batches: int = 15) -> tuple[tf.data.Dataset, list[int]]:
+def _read(files: list[str], seed: int | None, batches: int = 15,
+          parallel_reads: str | bool = "auto") -> tuple[tf.data.Dataset, list[int]]:
     plan = planner.plan({}, planner.Devices(), batch_size=10, train_files=3)
-    spec = {"cache": False, "shuffle_buffer": 100, "prefetch": "auto"}
+    spec = {"cache": False, "parallel_reads": parallel_reads, "shuffle_buffer": 100, "prefetch": "auto"}
     dataset = data.dataset(files, _Transformed(), "y", plan, spec, seed)
     return dataset, [int(x) for features, _ in dataset.take(batches) for x in features["x"].numpy()]
 
@@ -57,3 +58,27 @@ def test_no_seed_lets_tf_data_take_the_order_ready_first(tmp_path):
     counts = Counter(order)
     assert sorted(counts) == [part * 1000 + i for part in range(3) for i in range(50)]
     assert len(order) == 1500 and all(9 <= count <= 11 for count in counts.values()), counts
+
+
+def _ops(dataset: tf.data.Dataset) -> set[str]:
+    """The kinds of dataset op the pipeline is built of, from the graph tf.data serializes."""
+    graph = tf.compat.v1.GraphDef.FromString(dataset._as_serialized_graph().numpy())  # noqa: SLF001
+    return {node.op for node in graph.node}
+
+
+def test_local_files_are_read_in_sequence_unless_parallel_reads_is_asked(tmp_path):
+    files = _files(tmp_path)
+    sequential, order = _read(files, seed=7, parallel_reads="auto")
+    assert "InterleaveDataset" in _ops(sequential)
+    assert not any(op.startswith("ParallelInterleave") for op in _ops(sequential))
+    parallel, parallel_order = _read(files, seed=7, parallel_reads=True)
+    assert any(op.startswith("ParallelInterleave") for op in _ops(parallel))
+    every = [part * 1000 + i for part in range(3) for i in range(50)]
+    assert sorted(order) == sorted(parallel_order) == every  # every record once an epoch, either way
+
+
+def test_files_on_a_remote_store_are_read_in_parallel():
+    assert data._parallel_reads("auto", ["gs://bucket/Transform/Split-train/*"]) is True
+    assert data._parallel_reads("auto", ["/mnt/pipeline/Transform/Split-train/*"]) is False
+    assert data._parallel_reads(False, ["gs://bucket/Split-train/*"]) is False
+    assert data._parallel_reads(True, ["/mnt/Split-train/*"]) is True
