@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tfxd.files import is_uri
 from tfxd.trainer_module.planner import Plan, Strategy
 
 
@@ -77,7 +78,7 @@ def _parallel_reads(choice: str | bool, files: list[str]) -> bool:
     parallel reads hide each read's latency; on a local disk a sequential read is faster for small records."""
     if choice != "auto":
         return bool(choice)
-    return any("://" in pattern for pattern in files)
+    return any(is_uri(pattern) for pattern in files)
 
 
 def _records(name: Any) -> Any:
