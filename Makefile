@@ -71,7 +71,7 @@ engines: $(ENGINES_STAMP)
 # One Go module (conformance/go.mod), two judges: the Training Operator's (TFJob) and Kubeflow Trainer v2's
 # with JobSet's (TrainJob); built together, they compile the Kubernetes libraries they share once. The CRDs
 # each reads come from the same module versions, and sit beside the programs.
-$(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conformance/*/*.go)
+$(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conformance/*/*.go conformance/*/*/*.go)
 	@command -v go >/dev/null || { echo "Go not found: make test builds Kubeflow's own code to judge tfxd's TFJobs and TrainJobs; install Go 1.26 or newer (https://go.dev/doc/install, or apt-get install golang-go where it is 1.26) and retry" >&2; exit 2; }
 	@rm -rf $(CONFORMANCE).partial && mkdir -p $(CONFORMANCE).partial/crds
 	cd conformance && go build -mod=readonly -trimpath -buildvcs=false -o $(abspath $(CONFORMANCE)).partial/ ./training-operator ./trainer

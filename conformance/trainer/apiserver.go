@@ -8,28 +8,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"sort"
-	"strconv"
 	"strings"
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/go-logr/logr"
 	admissionv1 "k8s.io/api/admission/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/cel"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
-	celconfig "k8s.io/apiserver/pkg/apis/cel"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -42,82 +28,13 @@ import (
 
 	trainerruntime "github.com/kubeflow/trainer/v2/pkg/runtime"
 	trainerwebhooks "github.com/kubeflow/trainer/v2/pkg/webhooks"
+
+	"tfxd.dev/conformance/internal/crd"
 )
 
 // ---------------------------------------------------------------------------------------------------------
 // the API server's handling of a create: CRD defaulting and pruning, mutating webhooks, CRD validation,
 // validating webhooks.
-
-type crdSchema struct {
-	group, kind string
-	namespaced  bool
-	validator   validation.SchemaCreateValidator
-	structural  *schema.Structural
-	cel         *cel.Validator
-}
-
-func loadCRD(path, version string) (*crdSchema, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	crd := apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		return nil, fmt.Errorf("the CRD %s: %w", path, err)
-	}
-	for _, v := range crd.Spec.Versions {
-		if v.Name != version || v.Schema == nil {
-			continue
-		}
-		internal := apiextensions.JSONSchemaProps{}
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(v.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-			return nil, err
-		}
-		structural, err := schema.NewStructural(&internal)
-		if err != nil {
-			return nil, fmt.Errorf("the CRD %s: %w", path, err)
-		}
-		validator, _, err := validation.NewSchemaValidator(&internal)
-		if err != nil {
-			return nil, err
-		}
-		return &crdSchema{group: crd.Spec.Group, kind: crd.Spec.Names.Kind,
-			namespaced: crd.Spec.Scope == apiextensionsv1.NamespaceScoped, validator: validator, structural: structural,
-			cel: cel.NewValidator(structural, true, celconfig.PerCallLimit)}, nil
-	}
-	return nil, fmt.Errorf("the CRD %s has no %s schema", path, version)
-}
-
-// decode is what the API server does while decoding a custom resource: defaults, then pruning.
-func (s *crdSchema) decode(object map[string]interface{}) error {
-	defaulting.Default(object, s.structural)
-	if unknown := pruning.PruneWithOptions(object, s.structural, true, schema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(unknown) > 0 {
-		sort.Strings(unknown)
-		return fmt.Errorf("strict decoding error: unknown field %s", quoteAll(unknown))
-	}
-	if err, _ := objectmeta.CoerceWithOptions(nil, object, s.structural, true, objectmeta.CoerceOptions{ReturnUnknownFieldPaths: true}); err != nil {
-		return fmt.Errorf("%s", err.Error())
-	}
-	return nil
-}
-
-// validate is customResourceStrategy.Validate (k8s.io/apiextensions-apiserver pkg/registry/customresource).
-func (s *crdSchema) validate(ctx context.Context, object map[string]interface{}) error {
-	resource := &unstructured.Unstructured{Object: object}
-	errs := apimachineryvalidation.ValidateObjectMetaAccessor(resource, s.namespaced,
-		apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))
-	errs = append(errs, validation.ValidateCustomResource(nil, object, s.validator)...)
-	errs = append(errs, objectmeta.Validate(nil, object, s.structural, false)...)
-	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, s.structural, object)...)
-	if s.cel != nil && len(errs) == 0 {
-		celErrs, _ := s.cel.Validate(ctx, nil, s.structural, object, nil, celconfig.RuntimeCELCostBudget)
-		errs = append(errs, celErrs...)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%s.%s %q is invalid: %s", s.kind, s.group, resource.GetName(), errs.ToAggregate().Error())
-	}
-	return nil
-}
 
 type hook struct{ path, name string }
 
@@ -147,28 +64,30 @@ func newWebhooksFor(scheme *runtime.Scheme, cl client.Client, runtimes map[strin
 	return &webhooks{server: mgr.server}, nil
 }
 
-func (w *webhooks) create(ctx context.Context, s *crdSchema, object map[string]interface{}, namespace, resource string,
+func (w *webhooks) create(ctx context.Context, s *crd.Resource, object map[string]interface{}, namespace, resource string,
 	mutating, validating []hook) (map[string]interface{}, []string, error) {
-	if err := s.decode(object); err != nil {
+	if err := s.Decode(object); err != nil {
 		return nil, nil, err
 	}
-	if s.namespaced {
+	if s.Namespaced {
 		object["metadata"].(map[string]interface{})["namespace"] = namespace
 	}
-	gvr := schemaGVR{s.group, strings.Split(object["apiVersion"].(string), "/")[1], resource}
+	gvr := schemaGVR{s.GVK.Group, strings.Split(object["apiVersion"].(string), "/")[1], resource}
 	var warnings []string
-	object, ws, err := w.call(ctx, object, namespace, gvr, s.kind, mutating, true)
+	object, ws, err := w.call(ctx, object, namespace, gvr, s.GVK.Kind, mutating, true)
 	warnings = append(warnings, ws...)
 	if err != nil {
 		return nil, warnings, err
 	}
-	if err := s.decode(object); err != nil { // the API server defaults and prunes again after mutating webhooks
+	if len(mutating) > 0 {
+		if err := s.Mutated(object); err != nil {
+			return nil, warnings, err
+		}
+	}
+	if err := s.Validate(ctx, object); err != nil {
 		return nil, warnings, err
 	}
-	if err := s.validate(ctx, object); err != nil {
-		return nil, warnings, err
-	}
-	object, ws, err = w.call(ctx, object, namespace, gvr, s.kind, validating, false)
+	object, ws, err = w.call(ctx, object, namespace, gvr, s.GVK.Kind, validating, false)
 	warnings = append(warnings, ws...)
 	return object, warnings, err
 }
@@ -292,12 +211,4 @@ func readObject(path, apiVersion, kind string) (map[string]interface{}, error) {
 		object["metadata"] = map[string]interface{}{}
 	}
 	return object, nil
-}
-
-func quoteAll(paths []string) string {
-	quoted := make([]string, len(paths))
-	for i, p := range paths {
-		quoted[i] = strconv.Quote(p)
-	}
-	return strings.Join(quoted, ", ")
 }

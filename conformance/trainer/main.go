@@ -58,6 +58,8 @@ import (
 	trainer "github.com/kubeflow/trainer/v2/pkg/apis/trainer/v1alpha1"
 	trainerruntime "github.com/kubeflow/trainer/v2/pkg/runtime"
 	trainercore "github.com/kubeflow/trainer/v2/pkg/runtime/core"
+
+	"tfxd.dev/conformance/internal/crd"
 )
 
 // Placeholders for what the API server would assign on create.
@@ -173,15 +175,15 @@ func judge(ctx context.Context, crdDir, runtimePath, trainJobPath string) (*Outp
 		}
 	}
 
-	ctrSchema, err := loadCRD(filepath.Join(crdDir, "trainer.kubeflow.org_clustertrainingruntimes.yaml"), "v1alpha1")
+	ctrSchema, err := crd.Load(filepath.Join(crdDir, "trainer.kubeflow.org_clustertrainingruntimes.yaml"), "v1alpha1")
 	if err != nil {
 		return nil, err
 	}
-	tjSchema, err := loadCRD(filepath.Join(crdDir, "trainer.kubeflow.org_trainjobs.yaml"), "v1alpha1")
+	tjSchema, err := crd.Load(filepath.Join(crdDir, "trainer.kubeflow.org_trainjobs.yaml"), "v1alpha1")
 	if err != nil {
 		return nil, err
 	}
-	jsSchema, err := loadCRD(filepath.Join(crdDir, "jobset.x-k8s.io_jobsets.yaml"), "v1alpha2")
+	jsSchema, err := crd.Load(filepath.Join(crdDir, "jobset.x-k8s.io_jobsets.yaml"), "v1alpha2")
 	if err != nil {
 		return nil, err
 	}

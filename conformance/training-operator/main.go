@@ -1,9 +1,10 @@
 // training-operator judges a TFJob manifest with the Kubeflow Training Operator's own code (v1.9, the line
 // that serves kubeflow.org/v1 TFJob), in the order a cluster applies it to a new TFJob:
 //
-//  1. the API server with the TFJob CRD from the operator's module (manifests/base/crds/kubeflow.org_tfjobs.yaml):
-//     structural defaulting, pruning (an unknown field is refused, as `kubectl apply --validate=strict`
-//     does), the OpenAPI schema, object metadata and list types (k8s.io/apiextensions-apiserver);
+//  1. the API server with the TFJob CRD from the operator's module (manifests/base/crds/kubeflow.org_tfjobs.yaml),
+//     through ../internal/crd: strict decoding (pruning; an unknown field is refused, as
+//     `kubectl apply --validate=strict` does), the schema's defaults, then the registry's own strategy
+//     (metadata, the OpenAPI schema, embedded objects, list types, CEL rules);
 //  2. the operator's validating webhook (pkg/webhooks/tensorflow, ValidateCreate);
 //  3. the controller's defaults (SetDefaults_TFJob) and the TF_CONFIG it writes into each replica's
 //     `tensorflow` container (TFJobReconciler.SetClusterSpec).
@@ -23,7 +24,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 
@@ -32,20 +32,11 @@ import (
 	tfctrl "github.com/kubeflow/training-operator/pkg/controller.v1/tensorflow"
 	tfwebhook "github.com/kubeflow/training-operator/pkg/webhooks/tensorflow"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/objectmeta"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
-	"k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	apimachineryvalidation "k8s.io/apimachinery/pkg/api/validation"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/yaml"
+
+	"tfxd.dev/conformance/internal/crd"
 )
 
 func main() {
@@ -76,9 +67,9 @@ func refuse(format string, args ...any) {
 }
 
 func judge(crdPath, manifestPath string) (map[string]*string, error) {
-	validator, structural, err := loadSchema(crdPath)
+	resource, err := crd.Load(crdPath, "v1")
 	if err != nil {
-		return nil, fmt.Errorf("the CRD %s: %w", crdPath, err)
+		return nil, err
 	}
 	raw, err := os.ReadFile(manifestPath)
 	if err != nil {
@@ -91,23 +82,12 @@ func judge(crdPath, manifestPath string) (map[string]*string, error) {
 	if object["apiVersion"] != "kubeflow.org/v1" || object["kind"] != "TFJob" {
 		return nil, fmt.Errorf("not a kubeflow.org/v1 TFJob: apiVersion %v, kind %v", object["apiVersion"], object["kind"])
 	}
-	// the API server: defaults, pruning, then validation (customresource_handler.go, strategy.go)
-	defaulting.Default(object, structural)
-	if unknown := pruning.PruneWithOptions(object, structural, true, schema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}); len(unknown) > 0 {
-		sort.Strings(unknown)
-		return nil, fmt.Errorf("strict decoding error: unknown field %s", quoteAll(unknown))
+	// the API server: strict decoding (pruning, then defaults), then the registry's validation
+	if err := resource.Decode(object); err != nil {
+		return nil, err
 	}
-	if err, _ := objectmeta.CoerceWithOptions(nil, object, structural, true, objectmeta.CoerceOptions{ReturnUnknownFieldPaths: true}); err != nil {
-		return nil, fmt.Errorf("%s", err.Error())
-	}
-	resource := &unstructured.Unstructured{Object: object}
-	errs := validation.ValidateCustomResource(nil, object, validator)
-	errs = append(errs, apimachineryvalidation.ValidateObjectMetaAccessor(resource, true,
-		apimachineryvalidation.NameIsDNSSubdomain, field.NewPath("metadata"))...)
-	errs = append(errs, objectmeta.Validate(nil, object, structural, true)...)
-	errs = append(errs, listtype.ValidateListSetsAndMaps(nil, structural, object)...)
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("TFJob.kubeflow.org %q is invalid: %s", resource.GetName(), errs.ToAggregate().Error())
+	if err := resource.Validate(context.Background(), object); err != nil {
+		return nil, err
 	}
 	job := &kubeflowv1.TFJob{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object, job); err != nil {
@@ -134,36 +114,6 @@ func judge(crdPath, manifestPath string) (map[string]*string, error) {
 	return configs, nil
 }
 
-func loadSchema(path string) (validation.SchemaCreateValidator, *schema.Structural, error) {
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	crd := apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		return nil, nil, err
-	}
-	for _, version := range crd.Spec.Versions {
-		if version.Name != "v1" || version.Schema == nil {
-			continue
-		}
-		internal := apiextensions.JSONSchemaProps{}
-		if err := apiextensionsv1.Convert_v1_JSONSchemaProps_To_apiextensions_JSONSchemaProps(version.Schema.OpenAPIV3Schema, &internal, nil); err != nil {
-			return nil, nil, err
-		}
-		structural, err := schema.NewStructural(&internal)
-		if err != nil {
-			return nil, nil, err
-		}
-		validator, _, err := validation.NewSchemaValidator(&internal)
-		if err != nil {
-			return nil, nil, err
-		}
-		return validator, structural, nil
-	}
-	return nil, nil, fmt.Errorf("no v1 schema")
-}
-
 // tfConfig is the TF_CONFIG the controller put on the `tensorflow` container (nil when it put none: a job of
 // one replica is not distributed).
 func tfConfig(template *corev1.PodTemplateSpec) *string {
@@ -179,12 +129,4 @@ func tfConfig(template *corev1.PodTemplateSpec) *string {
 		}
 	}
 	return nil
-}
-
-func quoteAll(paths []string) string {
-	quoted := make([]string, len(paths))
-	for i, p := range paths {
-		quoted[i] = strconv.Quote(p)
-	}
-	return strings.Join(quoted, ", ")
 }

@@ -47,8 +47,8 @@ def validate(body: dict[str, Any], namespace: str) -> None:
                      + [f"spec.trainer.{k}" for k in set(spec.get("trainer") or {}) - TRAINER_KEYS]
                      + [f"spec.runtimeRef.{k}" for k in set(spec.get("runtimeRef") or {}) - RUNTIME_REF_KEYS])
     if unknown:
-        raise Invalid(400, "BadRequest", "strict decoding error: unknown field "
-                      + ", ".join(f'"{path}"' for path in unknown))
+        raise Invalid(400, "BadRequest", "strict decoding error: "
+                      + ", ".join(f'unknown field "{path}"' for path in unknown))
     broken = [message for rule, message in (
         (re.match(DNS_1035, name), "metadata.name must match RFC 1035 DNS label format"),
         (len(name) <= 63, "metadata.name must be no more than 63 characters")) if not rule]

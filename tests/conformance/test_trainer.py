@@ -121,6 +121,14 @@ def test_the_real_code_refuses_a_missing_runtime_an_unknown_field_and_a_runtime_
     assert 'unknown field "spec.trainer.numNode"' in said
     stand_in_agrees(good, unknown, said, 'strict decoding error: unknown field "spec.trainer.numNode"')
 
+    # two at once: the strict decoder names each (k8s.io/apimachinery runtime/error.go, strictDecodingError),
+    # sorted by pruning (apiextensions-apiserver schema/pruning/algorithm.go)
+    unknowns = copy.deepcopy(unknown)
+    unknowns["spec"]["suspended"] = True
+    said = refusal(unknowns, tmp_path)
+    stand_in_agrees(good, unknowns, said,
+                    'strict decoding error: unknown field "spec.suspended", unknown field "spec.trainer.numNode"')
+
     dotted = copy.deepcopy(good)
     dotted["metadata"]["name"] = "taxi.trainer"
     said = refusal(dotted, tmp_path)
