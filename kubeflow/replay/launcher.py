@@ -36,7 +36,7 @@ from tfxd.kubeflow.replay.ir import (
     substitute,
     title,
 )
-from tfxd.kubeflow.replay.local_operators import LocalOperators
+from tfxd.kubeflow.replay.local_operators import LocalOperators, container_temp
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
@@ -257,10 +257,7 @@ class Launcher:
         if _OPERATOR_EXECUTOR in argv:
             env.update(self._training_operator(io, env))
         shown = [arg if len(arg) < 300 else f"<{len(arg)} characters: {input_path}>" for arg in argv]
-        # the task's own temporary folder, as a container has its own /tmp: what a stopped or failed task
-        # leaves there (Beam's pipeline folder, TF's autograph files) goes with it
-        temp = os.path.join(self.replay.log_dir, f"{io.name}-{phase}.tmp")
-        os.makedirs(temp, exist_ok=True)
+        temp = container_temp(self.replay.log_dir, f"{io.name}-{phase}")
         try:
             with open(io.log, "a", encoding="utf-8") as handle:
                 handle.write(f"# {phase}: {' '.join(shown)}\n")

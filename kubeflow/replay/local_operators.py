@@ -31,6 +31,15 @@ from tfxd.kubeflow.replay.kube_api import KubeApi, now
 OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.KIND: training_operator}
 
 
+def container_temp(log_dir: str, name: str) -> str:
+    """A container's own temporary folder (its TMPDIR), made under ``log_dir``: as a container has
+    its own /tmp, what a task or pod leaves there (Beam's pipeline folder, TF's autograph files) goes with
+    it. Its owner removes it when the container ends."""
+    temp = os.path.join(log_dir, f"{name}.tmp")
+    os.makedirs(temp, exist_ok=True)
+    return temp
+
+
 class LocalOperators:
     """A KubeApi whose jobs run as local processes. ``argv_for(container)``: the command to run for a
     replica's container; ``cwd`` and ``env``: where and with what extra environment they run."""
@@ -73,9 +82,7 @@ class LocalOperators:
         self.finished.discard(key)
         self.processes[key] = {}
         for replica in replicas:
-            # a pod's own temporary folder, as a container has its own /tmp: it goes with the pod
-            temp = os.path.join(self.log_dir, f"{replica.pod}.tmp")
-            os.makedirs(temp, exist_ok=True)
+            temp = container_temp(self.log_dir, replica.pod)
             env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses),
                    "TMPDIR": temp}
             env.pop("KUBERNETES_SERVICE_HOST", None)
