@@ -233,7 +233,9 @@ def _checked(label: dict[str, Any], is_class: tf.Tensor, values: tf.Tensor, why:
     (No quotes in the message: TensorFlow escapes them in assertion messages.)"""
     source = f"column {label['column']}" if label.get("column") else f"expr {label.get('expr')}"
     others = tf.boolean_mask(values, tf.logical_not(is_class))
-    shown = others if others.dtype == tf.string else _strings(others, None)  # strings: no tf.cond (see _assert)
+    # shown as strings (no tf.cond, see _assert); numbers as a person writes them: 2.5, not 2.500000
+    shown = others if others.dtype == tf.string else tf.strings.as_string(tf.cast(others, tf.float64),
+                                                                          shortest=True, precision=15)
     check = tf.debugging.Assert(tf.reduce_all(is_class),
                                 [f"label {label['name']} ({source}) {why}; values that are not classes:", shown],
                                 summarize=10)

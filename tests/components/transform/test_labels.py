@@ -44,6 +44,8 @@ LABEL_CASES = [
     ("binary-expr-of-numbers", {**BINARY, **BY_EXPR, "expr": "y * 3"}, [0, 1, 1, 0],
      rf"label outcome \(expr y \* 3\) is a binary label: 0 or 1 .*label\.expr \(e\.g\. tips > 0\).* "
      rf"{NOT_CLASSES}\] \[3"),
+    ("binary-expr-of-halves", {**BINARY, **BY_EXPR, "expr": "y / 2"}, [0, 2, 5, 2],
+     rf"label outcome \(expr y / 2\) is a binary label: 0 or 1 .* {NOT_CLASSES}\] \[2\.5\]"),
     ("multiclass-ids", MULTICLASS, [0, 1, 2, 1], [0, 1, 2, 1]),
     ("multiclass-id-beyond-num-classes", MULTICLASS, [0, 1, 2, 3],
      rf"label outcome \(column y\) is a multiclass label with num_classes 3: class ids 0 to 2.*"
