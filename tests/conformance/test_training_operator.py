@@ -19,7 +19,7 @@ import yaml
 from tests.components.trainer.test_tfjob import NAMESPACE, settings
 from tests.conftest import REPO
 from tfxd.components.trainer import tfjob_manifest as manifest
-from tfxd.kubeflow.replay import training_operator
+from tfxd.kubeflow.replay import kube_api, training_operator
 from tfxd.trainer_module.planner import Devices, plan
 
 JUDGE = REPO / "build" / "conformance" / "training-operator"
@@ -114,3 +114,24 @@ def test_the_real_code_refuses_an_unknown_field_no_tensorflow_container_and_two_
     said = _refusal(two_chiefs, tmp_path)
     assert "denied the request" in said and "must not have more than 1 Chief or Master role" in said
     _stand_in_agrees(two_chiefs, said)
+
+
+def test_policies_the_real_code_takes_and_where_the_stand_in_is_stricter(tmp_path):
+    """The TFJob CRD has no enum for cleanPodPolicy or restartPolicy and the webhook checks neither: the real
+    code takes "Sometimes" for both. The stand-in takes the cleanPodPolicy and cleans up as the controller
+    does (an unknown policy removes every pod); it refuses the restartPolicy at create, its own rule, as every
+    pod the controller made of it would be refused (training_operator.RESTART_POLICIES)."""
+    good = manifest.body("taxi-trainer-1", NAMESPACE, settings(tmp_path, workers=2, parameter_servers=1), ["A"])
+    cleaning = copy.deepcopy(good)
+    cleaning["spec"]["runPolicy"]["cleanPodPolicy"] = "Sometimes"
+    accepted(cleaning, tmp_path)
+    training_operator.validate(cleaning, NAMESPACE)
+    assert training_operator.cleanup(cleaning, deadline_passed=False) == (True, None)
+    assert training_operator.cleanup(good, deadline_passed=False) == (True, {"Running", "Pending"})  # Running
+
+    restarting = copy.deepcopy(good)
+    restarting["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+    accepted(restarting, tmp_path)
+    with pytest.raises(kube_api.Invalid, match=r"spec\.tfReplicaSpecs\[Worker\]\.restartPolicy: Unsupported value: "
+                       r"'Sometimes'.* refuses each of its pods"):
+        training_operator.validate(restarting, NAMESPACE)
