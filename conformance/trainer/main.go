@@ -2,9 +2,10 @@
 // in the order a cluster applies them, and prints every pod the resulting JobSet would create.
 //
 //  1. ClusterTrainingRuntime: the API server with the CRD from the trainer module
-//     (manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml): structural defaulting, pruning
-//     (an unknown field is refused, as `kubectl apply --validate=strict` does), OpenAPI schema, object
-//     metadata, list types and x-kubernetes-validations (CEL); then Trainer's validating webhook
+//     (manifests/base/crds/trainer.kubeflow.org_clustertrainingruntimes.yaml), through ../internal/crd:
+//     strict decoding (pruning; an unknown field is refused, as `kubectl apply --validate=strict` does), the
+//     schema's defaults, then the registry's own strategy (OpenAPI schema, object metadata, list types,
+//     x-kubernetes-validations (CEL)); then Trainer's validating webhook
 //     (validator.clustertrainingruntime.trainer.kubeflow.org).
 //  2. TrainJob: the same API-server steps with trainer.kubeflow.org_trainjobs.yaml, Trainer's mutating webhook
 //     (defaulter.trainjob...) and validating webhook (validator.trainjob..., which looks the runtime up
