@@ -36,6 +36,17 @@ def _listening(port: int) -> bool:
         return False
 
 
+def _named(pool: int, name: str, seconds: float = 10) -> list[int]:
+    """The pool's children called ``name``: a forked worker names itself just after the fork, and the pool
+    answers StartWorker once it has forked, so on a busy machine the name can come a moment after the answer."""
+    deadline = time.monotonic() + seconds
+    while True:
+        named = [pid for pid, (_, comm, _) in _children(pool).items() if comm == name]
+        if named or time.monotonic() > deadline:
+            return named
+        time.sleep(0.05)
+
+
 @contextlib.contextmanager
 def _pool(module: str, log):
     """A worker pool (``module``'s main) on a free port, stopped with its process group at the end."""
@@ -119,7 +130,7 @@ def test_a_stopped_worker_is_reaped_and_the_service_ends_with_the_pool(tmp_path)
             started = stub.StartWorker(beam_fn_api_pb2.StartWorkerRequest(worker_id="w-1", control_endpoint=control),
                                        timeout=60)
             assert started.error == ""
-            workers = [pid for pid, (_, name, _) in _children(pool.pid).items() if name == "sdk w-1"]
+            workers = _named(pool.pid, "sdk w-1")
             assert len(workers) == 1
             stopped = stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="w-1"), timeout=60)
             assert stopped.error == ""
