@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.conformance.test_training_operator import accepted, stand_in
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
 from tests.pipeline.run.test_run_taxi import example_project
@@ -103,12 +104,21 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     project = str(replayed["project"])
 
     env = {"PYTHONPATH": project}
+    made: list[dict] = []
     with LocalOperators(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+        operator.created = _recording(operator.created, made)
         task = _run_task(executor_input, operator, env, project)
         output = task.communicate(timeout=600)[0]
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
     assert task.returncode == 0, output[-3000:]
     assert "(1 Chief, 1 Worker, 1 PS)" in output
+    # the TFJob the Trainer task sent, judged by the Training Operator's own code (tests/conformance): taken,
+    # and each replica's TF_CONFIG the one the stand-in gave its process
+    [job] = made
+    sent = {**job, "metadata": {k: v for k, v in job["metadata"].items()
+                                if k not in ("uid", "creationTimestamp", "generation")}}
+    sent.pop("status")
+    assert accepted(sent, tmp_path) == stand_in(sent)
     chief = next(text for name, text in logs.items() if "-chief-0" in name)
     assert "strategy=parameter_server replicas=1 is_chief=True" in chief
     assert (model / "Format-Serving" / "saved_model.pb").is_file()
@@ -138,6 +148,14 @@ def trainjob_role() -> set[tuple[str, str, str, str]]:
               if doc["kind"] == "Role"]
     return {("Role", verb, group, resource) for rule in role["rules"] for group in rule["apiGroups"]
             for resource in rule["resources"] for verb in rule["verbs"]}
+
+
+def _recording(created, made: list[dict]):
+    """LocalOperators.created, keeping each job the stand-in API took (with the fields it added)."""
+    def recorded(job: dict) -> None:
+        made.append(json.loads(json.dumps(job)))
+        created(job)
+    return recorded
 
 
 def _here(container: dict) -> list[str]:

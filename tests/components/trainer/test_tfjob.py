@@ -341,6 +341,15 @@ def test_the_api_refuses_what_the_operator_refuses(tmp_path, monkeypatch):
         assert "spec.runPolicy.cleanupPolicy: field not declared" in refused(typo)
         custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", good)
         assert refused(good).startswith("409")
+    # the Training Operator's own code (tests/conformance) takes the good body and refuses each of the others
+    # (imported here: that module imports this one)
+    from tests.conformance.test_training_operator import accepted, judged
+
+    accepted(good, tmp_path)
+    assert "container with name tensorflow" in judged(renamed, tmp_path).stderr
+    assert "DNS-1035" in judged(numbered, tmp_path).stderr
+    assert 'unknown field "spec.runPolicy.cleanupPolicy", unknown field ' \
+           '"spec.tfReplicaSpecs.PS.template.spec.nodeSelectors"' in judged(typo, tmp_path).stderr
 
 
 def test_replicas_default_to_the_pipeline_pods_service_account(tmp_path, monkeypatch):
