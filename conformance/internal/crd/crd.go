@@ -42,7 +42,7 @@ type Resource struct {
 	}
 }
 
-// Load reads a CRD (YAML or JSON) and builds what the API server serves for its version “version“.
+// Load reads a CRD (YAML or JSON) and builds what the API server serves for its version `version`.
 func Load(path, version string) (*Resource, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
