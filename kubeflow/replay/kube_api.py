@@ -231,6 +231,7 @@ class KubeApi:
                 key = (namespace, body["metadata"]["name"])
                 if key in self.jobs:
                     raise Invalid(409, "AlreadyExists", f'{kind.plural}.{kind.group} "{key[1]}" already exists')
+                # what SET_ON_CREATE names, and a status: as_sent takes them away again
                 body["metadata"].update(uid=str(uuid.uuid4()), creationTimestamp=now(), generation=1)
                 body["status"] = {}
                 self.jobs[key] = body
@@ -355,6 +356,16 @@ def _selected(selector: str | None) -> str | None:
     if selector and selector.startswith("metadata.name="):
         return selector.split("=", 1)[1]
     return None
+
+
+SET_ON_CREATE = ("uid", "creationTimestamp", "generation")  # metadata the API server adds; and a status
+
+
+def as_sent(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored object as its client sent it: without the metadata and the status the API server set on
+    create, so that it can be judged again as a request."""
+    metadata = {k: v for k, v in stored["metadata"].items() if k not in SET_ON_CREATE}
+    return {**{k: v for k, v in stored.items() if k != "status"}, "metadata": metadata}
 
 
 def now() -> str:

@@ -30,6 +30,7 @@ from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
 from tests.pipeline.run.test_run_taxi import example_project
 from tfxd.kubeflow.replay import runner
+from tfxd.kubeflow.replay.kube_api import as_sent
 from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE, this_python
 from tfxd.kubeflow.replay.local_operators import LocalOperators
 
@@ -115,9 +116,7 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     # the TFJob the Trainer task sent, judged by the Training Operator's own code (tests/conformance): taken,
     # and each replica's TF_CONFIG the one the stand-in gave its process
     [job] = made
-    sent = {**job, "metadata": {k: v for k, v in job["metadata"].items()
-                                if k not in ("uid", "creationTimestamp", "generation")}}
-    sent.pop("status")
+    sent = as_sent(job)
     assert accepted(sent, tmp_path) == stand_in(sent)
     chief = next(text for name, text in logs.items() if "-chief-0" in name)
     assert "strategy=parameter_server replicas=1 is_chief=True" in chief
