@@ -141,9 +141,10 @@ def _marginal(sizes: list[dict], component: str | None = None) -> dict[str, floa
             for a, b in zip(sizes[:-1], sizes[1:], strict=True)}
 
 
-def _ratio(sizes: list[dict]) -> float:
-    """The marginal cost of the last size step over the one of the step before (the judged figure)."""
-    steps = list(_marginal(sizes).values())
+def _ratio(sizes: list[dict], component: str | None = None) -> float:
+    """The marginal cost of the last size step over the one of the step before, of the figure (the judged
+    one) or of one ``component``."""
+    steps = list(_marginal(sizes, component).values())
     return steps[-1] / steps[-2]
 
 
@@ -193,6 +194,6 @@ def details(result: dict) -> str:
     parts = []
     for name in FIGURE:
         steps = list(_marginal(result["sizes"], name).values())
-        parts.append(f"{name} " + " -> ".join(f"{v:.3f}" for v in steps) + f" s ({steps[-1] / steps[-2]:.2f}x)")
+        parts.append(f"{name} " + " -> ".join(f"{v:.3f}" for v in steps) + f" s ({_ratio(result['sizes'], name):.2f}x)")
     lines.append(f"The same per component: {'; '.join(parts)}.")
     return "\n".join(lines)
