@@ -13,18 +13,15 @@ moving rows between Beam stages. A piece the column-wise reader cannot read exac
 from __future__ import annotations
 
 import bisect
-import gzip
 import hashlib
 import os
-import struct
 from collections import Counter
-from typing import Any
 
 import apache_beam as beam
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
+from tfxd import tfrecords
 from tfxd.components.example_gen import column_sources, csv_chunks, csv_columns, records
 from tfxd.reader_config import ReaderConfig
 
@@ -123,13 +120,13 @@ class _WriteFile(beam.DoFn):
 
 class _Output:
     """One gzipped TFRecord file per split for one piece of an input file, under a temporary name until published.
-    Written with Beam's filesystems and TFRecord framing of its own: a Beam worker never imports TensorFlow
+    Written with Beam's filesystems and tfxd.tfrecords' framing: a Beam worker never imports TensorFlow
     (seconds per worker process) to read its files."""
 
     def __init__(self, temp_dir: str, index: int, part: int) -> None:
         self._temp_dir = temp_dir
         self._name = FILE_NAME.format(index=index, part=part)
-        self._files: dict[str, Any] = {}
+        self._files: dict[str, tfrecords.GzipWriter] = {}
         self._pending: dict[str, bytearray] = {}
         self.counts: Counter[str] = Counter()
 
@@ -138,20 +135,19 @@ class _Output:
 
     def write(self, split: str, example: bytes) -> None:
         pending = self._pending.setdefault(split, bytearray())
-        pending += _framed(example)
+        pending += tfrecords.framed(example)
         self.counts[split] += 1
         if len(pending) >= _FLUSH_BYTES:
             self._flush(split)
 
     def write_all(self, splits: list[str], examples: pa.Array, listed: list[bytes]) -> None:
         """``examples`` (``listed`` as Python bytes) framed column-wise, each into its split."""
-        framed = _framed_all(examples, listed)
+        framed = tfrecords.framed_all(examples, listed)
         chosen = np.array(splits)
         for split in dict.fromkeys(splits):
             part = framed.filter(pa.array(chosen == split))
-            offsets = np.frombuffer(part.buffers()[1], np.int32)[part.offset:part.offset + len(part) + 1]
             pending = self._pending.setdefault(split, bytearray())
-            pending += memoryview(part.buffers()[2])[offsets[0]:offsets[-1]]
+            pending += tfrecords.joined(part)
             self.counts[split] += len(part)
             if len(pending) >= _FLUSH_BYTES:
                 self._flush(split)
@@ -160,18 +156,16 @@ class _Output:
         from apache_beam.io.filesystem import CompressionTypes
         from apache_beam.io.filesystems import FileSystems
 
-        if split not in self._files:  # gzipped here, not by Beam (its .gz default is a slower level)
+        if split not in self._files:  # gzipped here, not by Beam (tfrecords: its level)
             stream = FileSystems.create(self._temp(split), compression_type=CompressionTypes.UNCOMPRESSED)
-            # gzip's fastest level: most of the writing time otherwise, for files a fifth larger
-            self._files[split] = (stream, gzip.GzipFile(fileobj=stream, mode="wb", compresslevel=1))
-        self._files[split][1].write(self._pending.pop(split, b""))
+            self._files[split] = tfrecords.GzipWriter(stream)
+        self._files[split].write(self._pending.pop(split, b""))
 
     def _close(self) -> None:
         for split in list(self._pending):
             self._flush(split)
-        for stream, packed in self._files.values():
-            packed.close()
-            stream.close()
+        for writer in self._files.values():
+            writer.close()
 
     def discard(self) -> None:
         from apache_beam.io.filesystems import FileSystems
@@ -191,30 +185,6 @@ class _Output:
 
 
 _FLUSH_BYTES = 4 << 20
-
-
-def _framed(record: bytes) -> bytes:
-    """A TFRecord: length, its masked CRC-32C, the bytes, their masked CRC-32C (little-endian)."""
-    length = struct.pack("<Q", len(record))
-    return length + struct.pack("<I", _masked_crc(length)) + record + struct.pack("<I", _masked_crc(record))
-
-
-def _framed_all(examples: pa.Array, listed: list[bytes]) -> pa.Array:
-    """``_framed`` for every record of ``examples``, as one binary array."""
-    sizes = pc.binary_length(examples).to_numpy(zero_copy_only=False).astype("<u8")
-    length_crcs = {size: _masked_crc(struct.pack("<Q", size)) for size in np.unique(sizes).tolist()}
-    pieces = [csv_columns.fixed_width(sizes.view(np.uint8).reshape(-1, 8)),
-              csv_columns.fixed_width(np.array([length_crcs[size] for size in sizes.tolist()], "<u4").view(np.uint8).reshape(-1, 4)),
-              examples,
-              csv_columns.fixed_width(np.array([_masked_crc(example) for example in listed], "<u4").view(np.uint8).reshape(-1, 4))]
-    return pc.binary_join_element_wise(*pieces, pa.scalar(b"", pa.binary()))
-
-
-def _masked_crc(data: bytes) -> int:
-    import google_crc32c
-
-    crc = google_crc32c.value(data)
-    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + 0xA282EAD8) & 0xFFFFFFFF
 
 
 def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],

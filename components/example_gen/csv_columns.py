@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tfxd import tfrecords
 from tfxd.components.example_gen import records
 from tfxd.components.example_gen.input_files import Opener
 from tfxd.reader_config import LabelCheck
@@ -222,7 +223,7 @@ def _feature_entry(name: str, values: pa.Array, kind: str) -> pa.Array:
         feature = b"\x12\x06\x0a\x04"
         entry_size = len(key_field) + 1 + len(feature) + 4
         prefix = b"\x0a" + _varint(entry_size) + key_field + bytes([len(feature) + 4]) + feature
-        cells = fixed_width(np.hstack([np.broadcast_to(np.frombuffer(prefix, np.uint8),
+        cells = tfrecords.fixed_width(np.hstack([np.broadcast_to(np.frombuffer(prefix, np.uint8),
                                                        (len(values), len(prefix))), data]))
     elif kind == "int":
         number = _varints(values.fill_null(0).to_numpy(zero_copy_only=False))
@@ -248,7 +249,7 @@ def _list_entry(name: str, values: pa.ListArray, kind: str) -> pa.Array:
     (float_list, int64_list: 0x0A len(packed) packed) or each a bytes_list item (0x0A len(item) item)."""
     items = values.flatten()
     if kind == "float":
-        pieces = fixed_width(np.frombuffer(items.to_numpy(zero_copy_only=False).astype("<f4").tobytes(),
+        pieces = tfrecords.fixed_width(np.frombuffer(items.to_numpy(zero_copy_only=False).astype("<f4").tobytes(),
                                            np.uint8).reshape(-1, 4))
     elif kind == "int":
         pieces = _varints(items.to_numpy(zero_copy_only=False))
@@ -276,16 +277,9 @@ def _entry(key_field: bytes, sized_feature: pa.Array) -> pa.Array:
                                        pa.scalar(key_field, pa.binary()), sized_feature, _EMPTY)
 
 
-def fixed_width(rows: np.ndarray) -> pa.Array:
-    """An (n, width) uint8 matrix as n binary values of ``width`` bytes each."""
-    offsets = np.arange(len(rows) + 1, dtype=np.int32) * rows.shape[1]
-    return pa.Array.from_buffers(pa.binary(), len(rows), [None, pa.py_buffer(offsets),
-                                                           pa.py_buffer(np.ascontiguousarray(rows))])
-
-
 def _bytes_of(small: pa.Array) -> pa.Array:
     """Numbers below 128 as one byte each (their varint)."""
-    return fixed_width(small.to_numpy(zero_copy_only=False).astype(np.uint8).reshape(-1, 1))
+    return tfrecords.fixed_width(small.to_numpy(zero_copy_only=False).astype(np.uint8).reshape(-1, 1))
 
 
 def _varint(number: int) -> bytes:
