@@ -224,7 +224,7 @@ def _feature_entry(name: str, values: pa.Array, kind: str) -> pa.Array:
         entry_size = len(key_field) + 1 + len(feature) + 4
         prefix = b"\x0a" + _varint(entry_size) + key_field + bytes([len(feature) + 4]) + feature
         cells = tfrecords.fixed_width(np.hstack([np.broadcast_to(np.frombuffer(prefix, np.uint8),
-                                                       (len(values), len(prefix))), data]))
+                                                                 (len(values), len(prefix))), data]))
     elif kind == "int":
         number = _varints(values.fill_null(0).to_numpy(zero_copy_only=False))
         size = pc.binary_length(number)
@@ -250,7 +250,7 @@ def _list_entry(name: str, values: pa.ListArray, kind: str) -> pa.Array:
     items = values.flatten()
     if kind == "float":
         pieces = tfrecords.fixed_width(np.frombuffer(items.to_numpy(zero_copy_only=False).astype("<f4").tobytes(),
-                                           np.uint8).reshape(-1, 4))
+                                                     np.uint8).reshape(-1, 4))
     elif kind == "int":
         pieces = _varints(items.to_numpy(zero_copy_only=False))
     else:
