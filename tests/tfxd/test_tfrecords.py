@@ -58,3 +58,56 @@ def test_a_damaged_frame_is_refused_by_tensorflow(tmp_path):
     path.write_bytes(gzip.compress(bytes(frames)))
     with pytest.raises(tf.errors.DataLossError, match="corrupted record"):
         _tensorflow_reads(path)
+
+
+def test_gzipped_records_are_what_tensorflow_reads(tmp_path, monkeypatch):
+    path = tmp_path / "records.gz"
+    many = [bytes([i % 251]) * (i % 700) for i in range(3000)]
+    writer = tfrecords.GzipWriter(open(path, "wb"))  # noqa: SIM115 - the writer closes it
+    for start in range(0, len(many), 999):
+        writer.write(tfrecords.frames(many[start:start + 999]))
+    writer.close()
+    # tiny blocks, so that frames and gzip's own framing are cut at every place a block can end
+    monkeypatch.setattr(tfrecords, "READ_BYTES", 97)
+    monkeypatch.setattr(tfrecords, "INFLATED_BYTES", 211)
+    with open(path, "rb") as stream:
+        read = [record for records in tfrecords.gzipped_records(stream) for record in records]
+    assert read == _tensorflow_reads(path) == many
+
+
+def test_gzipped_records_take_every_gzip_member(tmp_path):
+    path = tmp_path / "members.gz"
+    path.write_bytes(gzip.compress(bytes(tfrecords.frames(RECORDS[:2]))) + gzip.compress(bytes(tfrecords.frames(RECORDS[2:]))))
+    with open(path, "rb") as stream:
+        read = [record for records in tfrecords.gzipped_records(stream) for record in records]
+    assert read == _tensorflow_reads(path) == RECORDS
+    empty = tmp_path / "empty.gz"
+    empty.write_bytes(b"")
+    with open(empty, "rb") as stream:
+        assert list(tfrecords.gzipped_records(stream)) == []
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda frames: frames.__setitem__(len(tfrecords.framed(RECORDS[0])) + 12, frames[len(tfrecords.framed(RECORDS[0])) + 12] ^ 1),
+     "record at inflated byte 16 does not match its CRC"),
+    (lambda frames: frames.__setitem__(16, frames[16] ^ 1), "length of the record at inflated byte 16 does not match"),
+    (lambda frames: frames.__delitem__(slice(len(frames) - 3, None)), "ends inside a gzip member or a record"),
+])
+def test_a_damaged_file_is_refused_as_tensorflow_refuses_it(tmp_path, damage, message):
+    import tensorflow as tf
+
+    frames = bytearray(tfrecords.frames(RECORDS))
+    damage(frames)
+    path = tmp_path / "damaged.gz"
+    path.write_bytes(gzip.compress(bytes(frames)))
+    with pytest.raises(tf.errors.DataLossError):
+        _tensorflow_reads(path)
+    with open(path, "rb") as stream, pytest.raises(tfrecords.DamagedRecordError, match=message):
+        list(tfrecords.gzipped_records(stream))
+
+
+def test_a_cut_off_gzip_member_is_refused(tmp_path):
+    path = tmp_path / "cut.gz"
+    path.write_bytes(gzip.compress(bytes(tfrecords.frames(RECORDS)))[:-5])
+    with open(path, "rb") as stream, pytest.raises(tfrecords.DamagedRecordError, match="ends inside a gzip member"):
+        list(tfrecords.gzipped_records(stream))
