@@ -115,14 +115,14 @@ def test_projection_and_batch_size(tmp_path):
 
 
 def test_files_that_are_not_gzipped_go_to_tfxs_source(tmp_path):
-    _files(tmp_path, [5], suffix="")
+    _files(tmp_path / "in", [5], suffix="")
     asked = []
 
     def tfx_source(tfxio, batch_size):
         asked.append(batch_size)
         return TFX_SOURCE(tfxio, batch_size)
 
-    tfxio = tf_example_record.TFExampleRecord(str(tmp_path / "*"), schema=_schema())
+    tfxio = tf_example_record.TFExampleRecord(str(tmp_path / "in" / "*"), schema=_schema())
     rows, _ = _rows(tfxio, example_files.beam_source(tfx_source), 8, tmp_path / "rows")
     assert asked == [8] and len(rows) == 5
     # a pattern that matches nothing is TFX's to refuse, too
@@ -130,12 +130,12 @@ def test_files_that_are_not_gzipped_go_to_tfxs_source(tmp_path):
 
 
 def test_a_damaged_file_is_refused_with_its_name(tmp_path):
-    _files(tmp_path, [30])
-    path = tmp_path / "data_tfrecord-00000.gz"
+    _files(tmp_path / "in", [30])
+    path = tmp_path / "in" / "data_tfrecord-00000.gz"
     data = bytearray(gzip.decompress(path.read_bytes()))
     data[12 + len(_example(0)) - 1] ^= 0x01  # the first record's last byte
     path.write_bytes(gzip.compress(bytes(data)))
-    tfxio = tf_example_record.TFExampleRecord(str(tmp_path / "*"), schema=_schema())
+    tfxio = tf_example_record.TFExampleRecord(str(tmp_path / "in" / "*"), schema=_schema())
     with pytest.raises(Exception, match=r"data_tfrecord-00000\.gz: the record at inflated byte 0 does not match its CRC"):
         _rows(tfxio, _ours, None, tmp_path / "rows")
 
