@@ -10,10 +10,9 @@ from typing import Any
 from tfx.components.transform import executor as tfx_transform
 from tfx.components.transform import labels
 from tfx.types import artifact_utils, standard_component_specs
-from tfx_bsl.tfxio import tf_example_record
 
-from tfxd import files, keys
-from tfxd.components.transform import example_files, feature_info, transformed_files
+from tfxd import example_files, files, keys
+from tfxd.components.transform import feature_info, transformed_files
 from tfxd.replaced import replaced
 
 
@@ -98,15 +97,6 @@ def _batched_writes() -> Iterator[None]:
         yield
 
 
-@contextlib.contextmanager
-def _batched_reads() -> Iterator[None]:
-    """Input examples read a gzipped file at a time and decoded a batch at a time (example_files), in place
-    of TFXIO's Beam source, which yields one record at a time."""
-    record_class = tf_example_record.TFExampleRecord
-    with replaced(record_class, "BeamSource", example_files.beam_source(record_class.BeamSource)):
-        yield
-
-
 def _carry_properties(input_dict, output_dict) -> None:
     """Transformed examples are the examples one for one: they carry ExampleGen's split counts and spans on."""
     source = artifact_utils.get_single_instance(input_dict[standard_component_specs.EXAMPLES_KEY])
@@ -123,7 +113,7 @@ class Executor(files.PipelineTempRemovedExecutor, tfx_transform.Executor):
 
         files.empty_outputs(output_dict)  # a retry in place meets the first attempt's files
         with _without_deep_copy(), _one_inspection_trace(), _no_cache_inspection(input_dict, output_dict), \
-                _batched_reads(), _batched_writes():
+                example_files.batched_reads(), _batched_writes():
             super().Do(input_dict, output_dict, exec_properties)
         _carry_properties(input_dict, output_dict)
         graph_dir = artifact_utils.get_single_uri(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])

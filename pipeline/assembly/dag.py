@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from google.protobuf import json_format
-from tfx.components import Pusher, SchemaGen, StatisticsGen
+from tfx.components import Pusher, SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.experimental.conditionals.conditional import Cond
@@ -29,6 +29,7 @@ from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.column_sources import column_wise
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
+from tfxd.components.statistics_gen.component import StatisticsGen
 from tfxd.components.trainer.component import Trainer
 from tfxd.components.trainer.job_launch import OperatorTrainer
 from tfxd.components.transform.component import Transform

@@ -1,5 +1,5 @@
-"""Transform's input examples read a gzipped file at a time (example_files) are what TFXIO's own Beam source
-(tfx_bsl's TFExampleRecord.BeamSource, as shipped) gives for the same files: the same rows, decoded by the
+"""Input examples read a gzipped file at a time (example_files, as Transform and StatisticsGen read them) are
+what TFXIO's own Beam source (tfx_bsl's TFExampleRecord.BeamSource, as shipped) gives for the same files: the same rows, decoded by the
 same decoder, with the raw-record column and projection TFX's Transform asks for; batches of the size asked
 for; a damaged file refused with its name; files that are not gzipped left to TFX's source."""
 
@@ -15,8 +15,7 @@ import pytest
 from tensorflow_metadata.proto.v0 import schema_pb2
 from tfx_bsl.tfxio import tf_example_record
 
-from tfxd import tfrecords
-from tfxd.components.transform import example_files, executor
+from tfxd import example_files, tfrecords
 from tfxd.direct_runner import direct_args
 
 TFX_SOURCE = tf_example_record.TFExampleRecord.BeamSource
@@ -82,8 +81,9 @@ def _theirs(tfxio, batch_size: int | None):
 
 
 def _ours(tfxio, batch_size: int | None):
-    """The source as TFX's Transform asks for it while tfxd's executor runs (a projected TFXIO included)."""
-    with executor._batched_reads():
+    """The source as TFX's Transform and StatisticsGen ask for it while tfxd's executors run (a projected
+    TFXIO included)."""
+    with example_files.batched_reads():
         return tfxio.BeamSource(batch_size)
 
 
@@ -140,9 +140,9 @@ def test_a_damaged_file_is_refused_with_its_name(tmp_path):
         _rows(tfxio, _ours, None, tmp_path / "rows")
 
 
-def test_the_executor_reads_through_it_only_while_it_runs():
+def test_tfxio_reads_through_it_only_for_the_block():
     assert "BeamSource" not in vars(tf_example_record.TFExampleRecord)
-    with executor._batched_reads():
+    with example_files.batched_reads():
         assert tf_example_record.TFExampleRecord.BeamSource is not TFX_SOURCE
     assert tf_example_record.TFExampleRecord.BeamSource is TFX_SOURCE
     assert "BeamSource" not in vars(tf_example_record.TFExampleRecord)
