@@ -1,7 +1,8 @@
-"""Input examples read a gzipped file at a time (example_files, as Transform and StatisticsGen read them) are
-what TFXIO's own Beam source (tfx_bsl's TFExampleRecord.BeamSource, as shipped) gives for the same files: the same rows, decoded by the
-same decoder, with the raw-record column and projection TFX's Transform asks for; batches of the size asked
-for; a damaged file refused with its name; files that are not gzipped left to TFX's source."""
+"""Input examples read a gzipped file at a time (example_files, as Transform and StatisticsGen read
+them) are what TFXIO's own Beam source (tfx_bsl's TFExampleRecord.BeamSource, as shipped) gives for the
+same files: the same rows, decoded by the same decoder, with the raw-record column and projection TFX's
+Transform asks for; batches of the size asked for; a damaged file refused with its name; files that are
+not gzipped left to TFX's source."""
 
 from __future__ import annotations
 
