@@ -4,7 +4,8 @@ exactly as the row-wise reader reads it), and the same piece row by row (records
 records' locations in the whole file.
 
 CSV and JSON lines are cut in byte ranges at line ends (csv_chunks); Parquet in runs of whole row groups
-of about ``chunk_bytes`` of data (its own pieces: a row group is read alone, without the others).
+of about ``chunk_bytes`` of data (its own pieces: a row group is read alone, without the others); a
+TFRecord file is one piece (example_columns).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pyarrow as pa
 from tfxd.components.example_gen import (
     csv_chunks,
     csv_columns,
+    example_columns,
     input_files,
     json_columns,
     records,
@@ -126,14 +128,26 @@ class Parquet:
         return records.read_parquet(path, input_files.open_file, (first, end or 0))
 
 
-SOURCES: dict[str, Source] = {"csv": Csv(), "jsonl": JsonLines(), "parquet": Parquet()}
+class TfRecords:
+    """A piece is a whole file: a TFRecord file has no index to start reading from elsewhere."""
+
+    def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]:
+        index, path, split = item
+        yield index, path, split, 0, 0, None
+
+    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
+        return example_columns.batches(piece[1])
+
+    def rows(self, piece: Piece) -> Iterator[records.Row | records.Bad]:
+        return records.read_tfrecord(piece[1], input_files.open_file)
+
+
+SOURCES: dict[str, Source] = {"csv": Csv(), "jsonl": JsonLines(), "parquet": Parquet(), "tfrecord": TfRecords()}
 
 
 def column_wise(data_format: str, partitioned: bool) -> bool:
-    """Whether ExampleGen reads ``data_format`` column-wise: CSV, JSON lines and Parquet, unless a split key
-    partitions the records (TFX's partition by a feature, ``partitioned``). TFRecords stay row-wise: a
-    tf.Example's features are lists, its texts are read for numbers and its one-value lists as scalars
-    (records.read_tfrecord), which a column-wise decoder would have to match value by value."""
+    """Whether ExampleGen reads ``data_format`` column-wise: CSV, JSON lines, Parquet and TFRecords of
+    tf.Example, unless a split key partitions the records (TFX's partition by a feature, ``partitioned``)."""
     return data_format in SOURCES and not partitioned
 
 

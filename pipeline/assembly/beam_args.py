@@ -47,8 +47,9 @@ def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
     processes, a ``column_wise`` ExampleGen runs its workers (as many) as threads of its own process instead.
     Its work is in Arrow's compute kernels and zlib, which let go of Python's lock, while a worker process
     first spends ~1.5 s importing Beam (bench/RESULTS.md, ExampleGen: 4.6 -> 3.7 s on 500k rows, 2 workers).
-    Not where the spec's beam.args name a running mode (the user's choice), nor for the row-wise reader
-    (TFRecords, a split key), whose Python work would share one lock."""
+    TFRecords too: their records are unframed in Python, yet a million taxi rows took 50 s as threads and
+    60 s as processes (one run each). Not where the spec's beam.args name a running mode (the user's
+    choice), nor for the row-wise reader (a split key), whose Python work would share one lock."""
     processes = any(isinstance(arg, str) and arg == running_mode("multi_processing") for arg in args)
     chosen = any(str(arg).startswith("--direct_running_mode") for arg in spec.beam.args)  # =mode, or mode next
     return [THREADS] if processes and column_wise and not chosen else []
