@@ -26,10 +26,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tfxd import tfrecords
-from tfxd.components.example_gen import typed_columns
+from tfxd.components.example_gen import input_files, typed_columns
 from tfxd.components.example_gen.csv_columns import NotColumnar
-
-_GZIP_MAGIC = b"\x1f\x8b"
 
 
 def batches(path: str) -> Iterator[pa.RecordBatch]:
@@ -53,17 +51,10 @@ def batches(path: str) -> Iterator[pa.RecordBatch]:
 
 
 def _blocks(path: str) -> Iterator[list[bytes]]:
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    def raw():  # the bytes as stored: a .gz suffix does not decide it, the bytes do
-        return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
-
-    with raw() as stream:
-        gzipped = stream.read(2) == _GZIP_MAGIC
-    with raw() as stream:
+    read = tfrecords.gzipped_records if input_files.starts_gzipped(path) else tfrecords.plain_records
+    with input_files.open_stored(path) as stream:
         try:
-            yield from (tfrecords.gzipped_records if gzipped else tfrecords.plain_records)(stream)
+            yield from read(stream)
         except tfrecords.DamagedRecordError as exc:
             raise NotColumnar(f"{path}: {exc}") from None
 

@@ -17,6 +17,21 @@ def compressed(path: str) -> bool:
     return CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
 
 
+def open_stored(path: str) -> BinaryIO:
+    """A binary file object for the bytes as stored, compressed or not, on any Beam filesystem."""
+    from apache_beam.io.filesystem import CompressionTypes
+    from apache_beam.io.filesystems import FileSystems
+
+    return FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+
+
+def starts_gzipped(path: str) -> bool:
+    """Whether the stored bytes start with gzip's magic number: how TFRecord input is told gzipped or not,
+    whatever its suffix (as TensorFlow's readers need to be told)."""
+    with open_stored(path) as raw:
+        return raw.read(2) == b"\x1f\x8b"
+
+
 def open_file(path: str) -> BinaryIO:
     """A binary file object for any Beam filesystem (local, gs://, ...); a compressed file is
     decompressed as it is read."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from tfxd.components.example_gen.input_files import Opener
+from tfxd.components.example_gen.input_files import Opener, starts_gzipped
 from tfxd.reader_config import LabelCheck
 
 
@@ -175,8 +175,7 @@ def read_tfrecord(path: str, opener: Opener) -> Iterator[Row | Bad]:  # noqa: AR
     """tf.Example records, gzipped or not (told apart by the gzip magic bytes)."""
     import tensorflow as tf
 
-    with tf.io.gfile.GFile(path, "rb") as raw:  # the raw bytes: ``opener`` would decompress .gz files
-        compression = "GZIP" if raw.read(2) == b"\x1f\x8b" else ""
+    compression = "GZIP" if starts_gzipped(path) else ""  # the stored bytes: ``opener`` decompresses .gz files
     dataset = tf.data.TFRecordDataset(path, compression_type=compression).as_numpy_iterator()
     index = 0
     while True:
