@@ -78,7 +78,8 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     def plan_for(batch_size: int) -> planner.Plan:
         return planner.plan(os.environ, devices, strategy=strategy_name, batch_size=batch_size,
                             mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
-                            train_files=len(train_files))
+                            train_files=len(train_files), steps_per_execution=training["steps_per_execution"],
+                            custom_callbacks=bool(training["callbacks"]["custom"]))
 
     plan = plan_for(training["batch_size"])
     if plan.replicas > 1:  # the same global batch as one replica's: the same examples per step
@@ -88,27 +89,29 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     info = feature_info(graph_uri)
     train = data.dataset(train_files, tf_output, info["label"]["name"], plan, training["input"], training.get("seed"))
     with distribution.scope():
-        model = models.build(spec, info)
+        model = models.build(spec, info, plan.steps_per_execution)
 
     window = steps // WINDOWS
-    marks = {0, 1, *(warmup + i * window for i in range(WINDOWS))}
-    times: dict[int, float] = {}  # step -> when it began (the last: when training ended)
+    total = warmup + WINDOWS * window
+    calls: list[tuple[int, float]] = []  # (the step a call of the compiled step began at, when); then the end
 
     class Clock(tf.keras.callbacks.Callback):
         def on_train_batch_begin(self, batch, logs=None):
-            if batch in marks:
-                times[batch] = time.perf_counter()
+            calls.append((batch, time.perf_counter()))
 
         def on_train_end(self, logs=None):
-            times[warmup + WINDOWS * window] = time.perf_counter()
+            calls.append((total, time.perf_counter()))
 
-    model.fit(train, epochs=1, steps_per_epoch=warmup + WINDOWS * window, callbacks=[Clock()], verbose=0)
-    starts = [times[warmup + i * window] for i in range(WINDOWS + 1)]
-    rates = [window / (end - start) for start, end in zip(starts[:-1], starts[1:], strict=True)]
+    model.fit(train, epochs=1, steps_per_epoch=total, callbacks=[Clock()], verbose=0)
+    # each window from the first call that begins at or after its first step (calls run several steps)
+    bounds = [next(call for call in calls if call[0] >= warmup + i * window) for i in range(WINDOWS)] + [calls[-1]]
+    rates = [(b_step - a_step) / (b_time - a_time) for (a_step, a_time), (b_step, b_time)
+             in zip(bounds[:-1], bounds[1:], strict=True)]
+    timed = bounds[-1][0] - bounds[0][0]
     return {"strategy": plan.strategy, "reason": plan.reason, "replicas": distribution.num_replicas_in_sync,
-            "global_batch": plan.global_batch_size, "steps": WINDOWS * window, "window_steps_per_s": rates,
-            "steps_per_s": statistics.median(rates), "overall_steps_per_s": WINDOWS * window / (starts[-1] - starts[0]),
-            "first_step_s": times[1] - times[0]}
+            "global_batch": plan.global_batch_size, "steps": timed, "window_steps_per_s": rates,
+            "steps_per_s": statistics.median(rates), "overall_steps_per_s": timed / (bounds[-1][1] - bounds[0][1]),
+            "steps_per_execution": plan.steps_per_execution, "first_call_s": calls[1][1] - calls[0][1]}
 
 
 # ---- the driver ----
@@ -184,7 +187,8 @@ def run(quick: bool = False) -> dict:
             "examples_per_s": common.stats(examples),
             "examples_per_s_per_replica": common.stats([e / first["replicas"] for e in examples]),
             "overall_steps_per_s": common.stats([m["overall_steps_per_s"] for m in measured]),
-            "first_step_s": common.stats([m["first_step_s"] for m in measured])}
+            "steps_per_execution": first["steps_per_execution"],
+            "first_call_s": common.stats([m["first_call_s"] for m in measured])}
     one_replica = per_strategy["default"]["examples_per_s"]["median"]
     for name in names:
         entry = per_strategy[name]
@@ -236,13 +240,14 @@ def _one_candidate(result: dict) -> str:
 
 def details(result: dict) -> str:
     rows = ["| strategy | steps/s (median, min, max) | replicas | global batch | examples/s | "
-            "examples/s per replica | scaling efficiency | first step s |", "|---|---|---|---|---|---|---|---|"]
+            "examples/s per replica | scaling efficiency | steps per call | first call s |",
+            "|---|---|---|---|---|---|---|---|---|"]
     for name, entry in result["strategies"].items():
         label = f"auto (= {entry['picked']})" if name == "auto" else name
         rows.append(f"| {label} | {_rate(entry['steps_per_s'])} | {entry['replicas']} | {entry['global_batch']} "
                     f"| {entry['examples_per_s']['median']:.0f} "
                     f"| {entry['examples_per_s_per_replica']['median']:.0f} | {entry['scaling_efficiency']:.2f} "
-                    f"| {entry['first_step_s']['median']:.1f} |")
+                    f"| {entry['steps_per_execution']} | {entry['first_call_s']['median']:.1f} |")
     auto = result["auto"]
     return "\n".join([
         "### Strategy choice",
@@ -254,8 +259,9 @@ def details(result: dict) -> str:
         "everywhere and the target compares examples/s, round by round (its minimum), of the strategy `auto` "
         "picked (auto's own run, the same plan in another process, shows the plan and its figure). Scaling "
         "efficiency: "
-        "examples/s per replica over the one-replica default's examples/s. First step: tracing and filling "
-        "the shuffle buffer (untimed).",
+        "examples/s per replica over the one-replica default's examples/s. Steps per call: of Keras's compiled "
+        "step, as the Trainer plans it (training.steps_per_execution). First call: its first call of the compiled "
+        "step, tracing and filling the shuffle buffer (untimed).",
         "",
         *rows,
         "",

@@ -122,6 +122,7 @@ def plan(spec: str | None, as_json: bool, sets: tuple[str, ...]) -> None:
     console.info(f"strategy: {data['strategy']} ({data['reason']})")
     console.info(f"replicas: {data['replicas']}, global batch {data['global_batch_size']}, "
                  f"precision {data['precision']}, shard policy {data['shard_policy']}")
+    console.info(f"steps per call of the compiled step: {data['steps_per_execution']} ({data['execution_reason']})")
     console.info(f"task: {data['task']['type'] or 'single process'} {data['task']['index']}, "
                  f"chief: {data['is_chief']}")
     console.info(f"devices: {data['devices']['gpus']} GPU(s), {data['devices']['cpu_devices']} CPU device(s), "

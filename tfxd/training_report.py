@@ -31,6 +31,8 @@ class PlanRecord:
     role: str = "train"  # train | serve (ps and non-chief workers under ParameterServer) | evaluate
     communication: str = "auto"
     device: str | None = None  # for one_device
+    steps_per_execution: int = 1  # training steps per call of Keras's compiled step (1 in older reports)
+    execution_reason: str = ""
 
     @property
     def writes_the_model(self) -> bool:

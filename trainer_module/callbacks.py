@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -66,8 +67,27 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool) -> Any:
     return StartNote()
 
 
+def step_backup(backup_dir: str, save_freq: int | str, delete_checkpoint: bool) -> Any:
+    """Keras's BackupAndRestore, recording the step a backup holds as the last of its call of the compiled
+    step. Keras records the step a call began at (tf_keras callbacks.py: on_train_batch_begin assigns
+    _ckpt_saved_batch, and WorkerTrainingState.back_up saves that variable, whatever batch it is handed),
+    while the state it saves is after the call's last step: with several steps a call, a resume from an
+    epoch's last backup went on inside that epoch (a local cluster's rerun trained all 10 epochs again) and
+    a mid-epoch one trained the call's other steps twice."""
+    import tensorflow as tf
+
+    class StepBackup(tf.keras.callbacks.BackupAndRestore):
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            if not isinstance(self.model.distribute_strategy, tf.distribute.ParameterServerStrategy):  # as Keras
+                self._training_state._ckpt_saved_batch.assign(batch)  # noqa: SLF001 - what Keras saves
+            super().on_train_batch_end(batch, logs)
+
+    return StepBackup(backup_dir=backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint)
+
+
 def stop_at_step(backup: Any) -> Any:
-    """A stop asked for by a signal (tfxd.stops) ends the training at the next step boundary, after
+    """A stop asked for by a signal (tfxd.stops) ends the training at the next step boundary (the end of
+    the current call of the compiled step, which runs the plan's steps_per_execution steps), after
     ``backup`` (BackupAndRestore, or None) saved the training state at that step: the retried Trainer
     resumes there."""
     import tensorflow as tf
@@ -91,8 +111,11 @@ def stop_at_step(backup: Any) -> Any:
 
 
 def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, total_epochs: int,
-          is_chief: bool, steps_per_epoch: int, single_worker: bool, batch_level: bool = True) -> list[Any]:
+          is_chief: bool, steps_per_epoch: int, steps_per_execution: int, single_worker: bool,
+          batch_level: bool = True) -> list[Any]:
     """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
+    Batch hooks run once per call of the compiled step (``steps_per_execution`` steps, fewer at an
+    epoch's end: Keras runs no call across epochs).
     ``batch_level`` False (ParameterServer: Keras cannot run batch-level callbacks there) leaves out
     TerminateOnNaN, saying so in the log. A ``single_worker`` training stops at a step boundary when a
     signal asks it to; workers of a cluster cannot agree on a step without a collective, stop at once, and
@@ -108,10 +131,11 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
         # a step count (each epoch's last step) rather than "epoch": Keras then records the step of a
         # backup and resumes mid-epoch from one taken on a stop; ParameterServer backs up by epoch only
         # a single worker's backup outlives a stop that came after its last step; the Trainer executor
-        # drops it once the model is written (components/trainer/executor.py)
-        backup = tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir,
-                                                     save_freq=steps_per_epoch if batch_level else "epoch",
-                                                     delete_checkpoint=not single_worker)
+        # drops it once the model is written (components/trainer/executor.py). Keras counts save_freq in
+        # calls of the compiled step: an epoch's number of calls puts the backup at its last step
+        calls_per_epoch = math.ceil(steps_per_epoch / min(steps_per_execution, steps_per_epoch))
+        backup = step_backup(backup_dir, calls_per_epoch if batch_level else "epoch",
+                             delete_checkpoint=not single_worker)
         callbacks.append(backup)
         callbacks.append(start_note(backup_dir, total_epochs, is_chief))
     if batch_level:  # a cluster's worker stops at once (tfxd.stops raises in the handler), unless TensorFlow

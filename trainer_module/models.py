@@ -21,14 +21,17 @@ def import_object(dotted: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def build(spec: dict[str, Any], info: dict[str, Any]) -> Any:
-    """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info."""
+def build(spec: dict[str, Any], info: dict[str, Any], steps_per_execution: int = 1) -> Any:
+    """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info, running
+    ``steps_per_execution`` steps per call of its compiled step (the plan's; a custom builder's own compiled
+    model gets it too)."""
     import tensorflow as tf
 
     model_spec, label = spec["model"], info["label"]
     if model_spec["type"] == "custom":
         model = import_object(model_spec["builder"])(spec, info)
         if getattr(model, "optimizer", None) is not None:
+            model.steps_per_execution = steps_per_execution  # Keras's own setter, for a compiled model
             return model
     else:
         inputs = _inputs(info["features"])
@@ -36,7 +39,8 @@ def build(spec: dict[str, Any], info: dict[str, Any]) -> Any:
         hidden = body(inputs, info["features"], model_spec)
         model = tf.keras.Model(inputs, _output(hidden, label))
     model.compile(optimizer=_optimizer(model_spec["optimizer"]), loss=_loss(label["task"]),
-                  metrics=[metric(name, label["task"]) for name in model_spec["metrics"]])
+                  metrics=[metric(name, label["task"]) for name in model_spec["metrics"]],
+                  steps_per_execution=steps_per_execution)
     return model
 
 

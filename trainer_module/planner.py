@@ -2,7 +2,8 @@
 
 This is the one place that decides how to train: which tf.distribute strategy,
 how many replicas, who is chief, the global batch, how input is sharded, the
-precision and the collective implementation. It follows the decision table in
+precision, the collective implementation and how many steps each call of the
+compiled step runs. It follows the decision table in
 docs/distributed.md; an explicit ``training.strategy`` wins, and is refused with a
 reason when the hardware or cluster cannot serve it. TensorFlow is not
 imported here (see ``strategy.py`` for the thin adapter).
@@ -42,6 +43,16 @@ class Strategy(str, Enum):
 ONE_PROCESS = frozenset({Strategy.DEFAULT, Strategy.ONE_DEVICE, Strategy.MIRRORED, Strategy.CENTRAL_STORAGE})
 # The strategies across processes: each worker reads a shard of the input, and a signal stops them all.
 MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SERVER})
+
+
+# Steps per call of Keras's compiled train (and test) step under `auto`. Each call costs Python work (the
+# callbacks' hooks, the function's dispatch, the logs), about a millisecond on a slow 2-CPU machine: with the
+# taxi model at batch 40 that was more than the step itself (bench/strategies.py's worker there: 17,064 and
+# 20,927 examples/s at 1 step a call, 44,821 and 48,133 at 20, 55,113 and 62,149 at 100; the taxi example's
+# Trainer 14.9 and 13.5 s at 1, 9.9 and 8.6 s at 32, 11.2 and 8.9 s at 64). Keras runs the same steps, so the weights are the same bit
+# for bit (tests/trainer_module/test_strategies.py); what changes is that callbacks, and a stop a signal asks
+# for, act between calls: 32 keeps that within a few seconds for steps up to ~100 ms.
+STEPS_PER_EXECUTION = 32
 
 
 class PlanError(ValueError):
@@ -98,6 +109,8 @@ class Plan:
     role: str = "train"  # train | serve (ps and non-chief workers under ParameterServer) | evaluate
     communication: str = "auto"  # nccl | ring | hierarchical_copy | reduce_to_one_device | auto
     device: str | None = None  # for one_device
+    steps_per_execution: int = 1  # training steps per call of Keras's compiled step
+    execution_reason: str = ""
     cluster: dict[str, Any] | None = field(default=None)
 
     def record(self) -> PlanRecord:
@@ -113,8 +126,10 @@ class Plan:
 
 
 def plan(env: Mapping[str, str], devices: Devices, strategy: Strategy = Strategy.AUTO, batch_size: int = 64,
-         mixed_precision: str = "auto", all_reduce: str = "auto", train_files: int | None = None) -> Plan:
-    """Decide; raise PlanError when an explicit strategy cannot work here."""
+         mixed_precision: str = "auto", all_reduce: str = "auto", train_files: int | None = None,
+         steps_per_execution: int | str = "auto", custom_callbacks: bool = False) -> Plan:
+    """Decide; raise PlanError when an explicit strategy cannot work here. ``custom_callbacks``: the spec
+    has some (their batch hooks would see only every call's last step)."""
     cluster = from_environment(env)
     strategy = Strategy(strategy)  # a name from a spec's JSON is taken as the member it names
     if strategy is not Strategy.AUTO:
@@ -125,6 +140,7 @@ def plan(env: Mapping[str, str], devices: Devices, strategy: Strategy = Strategy
     per_host = devices.gpus or 1
     workers = max(1, cluster.training_tasks)
     role = _role(chosen, cluster)
+    execution, execution_reason = _steps_per_execution(steps_per_execution, custom_callbacks)
     return Plan(
         strategy=chosen,
         replicas=replicas,
@@ -139,6 +155,8 @@ def plan(env: Mapping[str, str], devices: Devices, strategy: Strategy = Strategy
         role=role,
         communication=_communication(chosen, all_reduce, devices),
         device=("/gpu:0" if devices.gpus else "/cpu:0") if chosen is Strategy.ONE_DEVICE else None,
+        steps_per_execution=execution,
+        execution_reason=execution_reason,
         cluster=cluster.tf_config(),
     )
 
@@ -175,6 +193,16 @@ def _explicit(strategy: Strategy, devices: Devices, cluster: Cluster) -> tuple[S
                         f"{devices.cpu_devices} CPU device(s); mirrored needs two or more devices. "
                         "Use strategy auto (or one_device)")
     return strategy, f"training.strategy is {strategy}"
+
+
+def _steps_per_execution(setting: int | str, custom_callbacks: bool) -> tuple[int, str]:
+    if setting != "auto":
+        return int(setting), f"training.steps_per_execution is {setting}"
+    if custom_callbacks:
+        return 1, ("custom callbacks: Keras calls their batch hooks once per call of the compiled step, so each "
+                   "step is a call of its own")
+    return STEPS_PER_EXECUTION, (f"Keras's Python work per call is paid once per {STEPS_PER_EXECUTION} steps; "
+                                 "callbacks and a stop act between calls")
 
 
 def _replicas(strategy: Strategy, devices: Devices, cluster: Cluster) -> int:

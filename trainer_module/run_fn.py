@@ -29,7 +29,8 @@ def make_plan(spec: dict[str, Any], train_files: int | None) -> tuple[planner.Pl
     training = spec["training"]
     plan = planner.plan(os.environ, devices, strategy=training["strategy"], batch_size=training["batch_size"],
                         mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
-                        train_files=train_files)
+                        train_files=train_files, steps_per_execution=training["steps_per_execution"],
+                        custom_callbacks=bool(training["callbacks"]["custom"]))
     return plan, tpu_resolver
 
 
@@ -89,7 +90,7 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
     eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
                              training.get("seed"), shuffle=False)
     with distribution.scope():
-        model = models.build(spec, info)
+        model = models.build(spec, info, plan.steps_per_execution)
         inputs = warm_start.inputs_record(model, info, fn_args.transform_output)
         warm = warm_start.start(model, fn_args.base_model, inputs) if training.get("warm_start") else None
     if warm is not None:
@@ -100,9 +101,11 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
              else train_data())
     single_worker = plan.strategy not in MULTI_WORKER
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.backup_dir,
-                                       epochs, plan.is_chief, steps_per_epoch, single_worker,
+                                       epochs, plan.is_chief, steps_per_epoch, plan.steps_per_execution,
+                                       single_worker,
                                        batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
-    # a signal stops a single worker at its next step boundary, its state backed up (tfxd.stops)
+    # a signal stops a single worker when its current call of the compiled step ends (at most
+    # plan.steps_per_execution steps), its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext():
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                             validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)

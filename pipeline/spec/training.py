@@ -148,6 +148,10 @@ class Training(Section):
                                "strategy, one device without distribution")
     all_reduce: Literal["auto", "nccl", "hierarchical_copy", "reduce_to_one_device", "ring"] = "auto"
     mixed_precision: Literal["auto", "off", "mixed_float16", "mixed_bfloat16"] = "auto"
+    steps_per_execution: Literal["auto"] | PositiveInt = Field(
+        "auto", description="training steps Keras runs per call of its compiled step: each call costs Python "
+        "overhead, and callbacks (and a stop) act only between calls; auto = the planner chooses (32, or 1 with "
+        "custom callbacks)")
     seed: int | None = Field(None, ge=0)
     callbacks: Callbacks = Field(default_factory=Callbacks)
     input: Input = Field(default_factory=Input)

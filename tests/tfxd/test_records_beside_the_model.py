@@ -50,6 +50,10 @@ def test_the_planner_s_plan_is_recorded_as_tfxd_plan_prints_it():
     chosen = plan({}, Devices(cpu_devices=2), Strategy.MIRRORED)
     assert PlanRecord.from_json(json.loads(json.dumps(chosen.to_json()))) == chosen.record()
     assert chosen.record().strategy == "mirrored" and type(chosen.record().strategy) is str  # the name
+    assert chosen.record().steps_per_execution == 32
+    # a report of a tfxd from before steps_per_execution: one step per call, as Keras ran it then
+    older = {k: v for k, v in PLAN.to_json().items() if k not in ("steps_per_execution", "execution_reason")}
+    assert PlanRecord.from_json(older).steps_per_execution == 1
     serving = PlanRecord.from_json({**PLAN.to_json(), "is_chief": False, "role": "serve"})
     assert (PLAN.writes_the_model, serving.writes_the_model) == (True, False)
 

@@ -10,3 +10,10 @@ def build(spec, info):
               for name, feature in info["features"].items() if feature["kind"] == "float"}
     output = tf.keras.layers.Dense(1, activation="sigmoid")(tf.keras.layers.concatenate(list(inputs.values())))
     return tf.keras.Model(inputs, output)
+
+
+def build_compiled(spec, info):
+    """A builder that compiles its model itself (its own optimizer and loss; Keras's one step per call)."""
+    model = build(spec, info)
+    model.compile(optimizer="sgd", loss="binary_crossentropy")
+    return model

@@ -165,8 +165,25 @@ def test_bad_cluster_descriptions(env, needle):
 def test_plan_json_has_the_spec_shape():
     data = plan({}, CPU).to_json()
     assert {"strategy", "replicas", "is_chief", "task", "global_batch_size", "shard_policy", "precision",
-            "devices", "reason"} <= set(data)
+            "devices", "reason", "steps_per_execution", "execution_reason"} <= set(data)
     json.dumps(data)
+
+
+@pytest.mark.parametrize(("env", "devices", "setting", "custom", "expected", "reason"), [
+    ({}, CPU, "auto", False, 32, "paid once per 32 steps"),
+    ({}, FOUR_GPUS, "auto", False, 32, "paid once per 32 steps"),
+    (tf_config(PS_CLUSTER, "chief"), CPU, "auto", False, 32, "paid once per 32 steps"),
+    ({}, TPU, "auto", True, 1, "custom callbacks"),  # their batch hooks would see every 32nd step only
+    ({}, CPU, 100, True, 100, "training.steps_per_execution is 100"),  # an explicit number wins
+    ({}, CPU, 1, False, 1, "training.steps_per_execution is 1"),
+    (tf_config(TWO_WORKERS, "worker", 0), CPU, "auto", False, 32, "paid once per 32 steps"),
+])
+def test_steps_per_execution(env, devices, setting, custom, expected, reason):
+    chosen = plan(env, devices, steps_per_execution=setting, custom_callbacks=custom)
+    assert chosen.steps_per_execution == expected
+    assert reason in chosen.execution_reason
+    record = chosen.to_json()
+    assert (record["steps_per_execution"], record["execution_reason"]) == (expected, chosen.execution_reason)
 
 
 def test_the_training_operators_tf_config_with_its_addresses_moved_to_loopback():

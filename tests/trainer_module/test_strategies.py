@@ -141,7 +141,11 @@ def test_tpu_detection_seam():
     assert resolve_tpu(None, Found) is None
 
 
-def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
+@pytest.mark.parametrize("spe", [1, 3])
+def test_backup_and_restore_resumes_after_an_interruption(tmp_path, spe):
+    """Also with 3 steps per call of the compiled step on 5-step epochs (calls of 3, then 2): Keras counts
+    the backup's save_freq in calls, and records the step a call began at (3, not 5), so the backup must
+    still land on, and be recorded at, each epoch's last step (callbacks.step_backup)."""
     result = run_fresh(f"""
         import json
         from tfxd.trainer_module import callbacks
@@ -155,8 +159,8 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
                     raise RuntimeError("killed after epoch 1")
 
         def attempt(extra):
-            model = models.build(SPEC, INFO)
-            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
+            model = models.build(SPEC, INFO, {spe})
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, {spe}, True)
             try:
                 model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=built + extra, verbose=0)
             except RuntimeError:
@@ -171,18 +175,23 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path):
 
 
 @pytest.mark.reliability("crash point")
-def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_retry_resumes_there(tmp_path):
+@pytest.mark.parametrize(("spe", "resumed"), [(1, [[2, 4], [2, 5]]), (3, [[2, 5]])])
+def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_retry_resumes_there(
+        tmp_path, spe, resumed):
+    """With 3 steps per call the batch hooks see steps 3 and 5 of an epoch: asked at step 3, the training
+    stops where that call ends, and the retry runs steps 4 and 5 in its first call (Keras alone would
+    record the step the call began at, 1, and train steps 2 and 3 again)."""
     result = run_fresh(STEPS + textwrap.dedent(f"""
         class Steps(SeenSteps):
             def at(self, step):
-                if step == [2, 3] and stops.requested() is None and self.signal:
+                if step[0] == 2 and step[1] >= 3 and stops.requested() is None and self.signal:
                     signal.raise_signal(signal.SIGTERM)  # as Kubernetes evicting the pod
 
         def attempt(send):
             steps = Steps()
             steps.signal = send
-            model = models.build(SPEC, INFO)
-            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
+            model = models.build(SPEC, INFO, {spe})
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, {spe}, True)
             stopped = None
             try:
                 with stops.deferring():  # as in a container of its own: it installs the handlers itself
@@ -194,10 +203,35 @@ def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_
         print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False)}}))
     """))
     first, second = result["first"], result["second"]
-    assert first["stopped"] == 15 and first["steps"][-1] == [2, 3]  # at the step it was asked in
+    assert first["stopped"] == 15 and first["steps"][-1] == [2, 3]  # where the call it was asked in ends
+    assert first["steps"][0] == [1, spe]
     assert second["stopped"] is None
-    assert second["steps"][0] == [2, 4]  # the retry goes on from the step after the backed-up one
-    assert len(second["steps"]) == 2 + 5 + 5
+    epoch = [*range(spe, 5, spe), 5]  # the last step of each call of an epoch
+    # the retry goes on from the step after the backed-up one
+    assert second["steps"] == resumed + [[e, s] for e in (3, 4) for s in epoch]
+
+
+def test_steps_per_execution_trains_the_same_weights_as_one_step_a_call():
+    """Keras runs the same steps inside one call of its compiled step: the weights after 3 epochs of 10
+    steps are equal, bit for bit, at 1, 4 (calls of 4, 4, 2) and 32 steps per call (truncated to the
+    epoch), with a validation each epoch; the model reports the steps per call it was built with."""
+    result = run_fresh("""
+        import json
+        weights, calls = {}, {}
+        for spe in (1, 4, 32):
+            tf.keras.utils.set_random_seed(7)
+            model = models.build(SPEC, INFO, spe)
+            seen = []
+            hook = tf.keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: seen.append(batch))
+            model.fit(data(16), steps_per_epoch=10, epochs=3, validation_data=data(16), validation_steps=3,
+                      callbacks=[hook], verbose=0)
+            weights[spe] = [w.numpy().tobytes().hex() for w in model.weights]
+            calls[spe] = [int(model.steps_per_execution.numpy()), seen[:4]]
+        print("RESULT", json.dumps({"same": [weights[1] == weights[4], weights[1] == weights[32]],
+                                    "calls": calls}))
+    """)
+    assert result["same"] == [True, True]
+    assert result["calls"] == {"1": [1, [0, 1, 2, 3]], "4": [4, [3, 7, 9, 3]], "32": [32, [9, 9, 9]]}
 
 
 def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_its_next_step(tmp_path):
@@ -216,7 +250,7 @@ def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_i
 
         steps = Steps()
         model = models.build(SPEC, INFO)
-        built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, False)
+        built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, 1, False)
         stopped = None
         try:
             with stops.handling():  # a cluster's replica (components/trainer/executor.py train_replica)
@@ -274,11 +308,16 @@ def test_every_model_type_builds_and_fits():
                                          "metrics": ["auc"]}}, binary)
         custom.fit({"x": features["x"], "z": features["z"]}, labels % 2, epochs=1, verbose=0)
         shapes["custom"] = [list(custom.output_shape), custom.loss.__class__.__name__]
+        # the builder compiled its model itself: the plan's steps per call are set on it all the same
+        shapes["custom_steps_per_execution"] = int(models.build(
+            {"model": {**base, "type": "custom", "builder": "tests.trainer_module.custom_model:build_compiled",
+                       "metrics": ["auc"]}}, binary, 8).steps_per_execution.numpy())
         print("RESULT", json.dumps(shapes))
     """)
     for kind in ("dnn", "wide_deep", "linear", "cnn"):
         assert result[kind] == [[None, 3], 0.01, ["loss", "sparse_categorical_accuracy"]], kind
     assert result["custom"] == [[None, 1], "BinaryCrossentropy"]
+    assert result["custom_steps_per_execution"] == 8
 
 
 def test_steps_and_epochs_schedule():
