@@ -60,7 +60,7 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     from tfxd.pipeline.assembly import configs
     from tfxd.pipeline.spec import load
     from tfxd.trainer_module import data, models, planner, strategy
-    from tfxd.trainer_module.run_fn import feature_info
+    from tfxd.trainer_module.run_fn import feature_info, plan_settings
 
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
@@ -76,10 +76,8 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     devices, tpu_resolver = strategy.detect_devices(os.environ)
 
     def plan_for(batch_size: int) -> planner.Plan:
-        return planner.plan(os.environ, devices, strategy=strategy_name, batch_size=batch_size,
-                            mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
-                            train_files=len(train_files), steps_per_execution=training["steps_per_execution"],
-                            custom_callbacks=bool(training["callbacks"]["custom"]))
+        settings = {**plan_settings(training), "strategy": strategy_name, "batch_size": batch_size}
+        return planner.plan(os.environ, devices, **settings, train_files=len(train_files))
 
     plan = plan_for(training["batch_size"])
     if plan.replicas > 1:  # the same global batch as one replica's: the same examples per step

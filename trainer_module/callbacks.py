@@ -133,7 +133,7 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
         # a single worker's backup outlives a stop that came after its last step; the Trainer executor
         # drops it once the model is written (components/trainer/executor.py). Keras counts save_freq in
         # calls of the compiled step: an epoch's number of calls puts the backup at its last step
-        calls_per_epoch = math.ceil(steps_per_epoch / min(steps_per_execution, steps_per_epoch))
+        calls_per_epoch = math.ceil(steps_per_epoch / steps_per_execution)
         backup = step_backup(backup_dir, calls_per_epoch if batch_level else "epoch",
                              delete_checkpoint=not single_worker)
         callbacks.append(backup)

@@ -159,7 +159,8 @@ def _output(x: Any, label: dict[str, Any]) -> Any:
 def _loss(task: str) -> Any:
     import tensorflow as tf
 
-    return {"binary": tf.keras.losses.BinaryCrossentropy(), "multiclass": tf.keras.losses.SparseCategoricalCrossentropy(),
+    return {"binary": tf.keras.losses.BinaryCrossentropy(),
+            "multiclass": tf.keras.losses.SparseCategoricalCrossentropy(),
             "regression": tf.keras.losses.MeanSquaredError()}[task]
 
 

@@ -26,12 +26,17 @@ from tfxd.trainer_module.planner import MULTI_WORKER, Strategy
 def make_plan(spec: dict[str, Any], train_files: int | None) -> tuple[planner.Plan, Any]:
     """The plan for this process, from its environment and devices (no TF op is run)."""
     devices, tpu_resolver = strategy.detect_devices(os.environ)
-    training = spec["training"]
-    plan = planner.plan(os.environ, devices, strategy=training["strategy"], batch_size=training["batch_size"],
-                        mixed_precision=training["mixed_precision"], all_reduce=training["all_reduce"],
-                        train_files=train_files, steps_per_execution=training["steps_per_execution"],
-                        custom_callbacks=bool(training["callbacks"]["custom"]))
+    plan = planner.plan(os.environ, devices, **plan_settings(spec["training"]), train_files=train_files)
     return plan, tpu_resolver
+
+
+def plan_settings(training: dict[str, Any]) -> dict[str, Any]:
+    """`planner.plan`'s arguments that the spec's training section decides; one reading for the Trainer and
+    for bench/strategies.py (which overrides strategy and batch_size), so a new planner input reaches both."""
+    return {"strategy": training["strategy"], "batch_size": training["batch_size"],
+            "mixed_precision": training["mixed_precision"], "all_reduce": training["all_reduce"],
+            "steps_per_execution": training["steps_per_execution"],
+            "custom_callbacks": bool(training["callbacks"]["custom"])}
 
 
 def schedule(training: dict[str, Any], train_examples: int | None, global_batch: int) -> tuple[int, int]:
