@@ -24,7 +24,8 @@ from tfxd.kubeflow.vertex import submit_vertex
 from tfxd.pipeline.spec.load import load_spec
 
 SCHEDULED = (SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
-                               "offset_days: -1}").replace("  steps: 10\n", "  steps: 10\n  warm_start: true\n  seed: 42\n")
+                               "offset_days: -1}")
+             .replace("  steps: 10\n", "  steps: 10\n  warm_start: true\n  seed: 42\n")
              + "validation:\n  drift: {threshold: 0.9}\n  skew: {threshold: 0.9, action: warn}\n")
 
 
