@@ -57,13 +57,11 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     from tfx.types import artifact_utils, standard_artifacts
     from tfx.utils import io_utils
 
-    from tfxd import tf_env
     from tfxd.pipeline.assembly import configs
     from tfxd.pipeline.spec import load
     from tfxd.trainer_module import data, models, planner, strategy
     from tfxd.trainer_module.run_fn import feature_info, plan_settings
 
-    tf_env.leave_tf_keras_to_itself()  # as run_fn does: the first call traces, without transpiling Keras
     if logical_cpus > 1:
         cpu = tf.config.list_physical_devices("CPU")[0]
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)

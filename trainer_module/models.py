@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from tfxd import tf_env
 from tfxd.metrics import METRICS
 
 EMBEDDING_FROM = 32  # ids with more distinct values than this get an embedding in deep parts
@@ -24,9 +25,11 @@ def import_object(dotted: str) -> Any:
 def build(spec: dict[str, Any], info: dict[str, Any], steps_per_execution: int = 1) -> Any:
     """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info, running
     ``steps_per_execution`` steps per call of its compiled step (the plan's; a custom builder's own compiled
-    model gets it too)."""
+    model gets it too). Keras's own code is left to itself from here on: every fit, prediction and export
+    of a built model traces it without AutoGraph transpiling it (tf_env.leave_tf_keras_to_itself)."""
     import tensorflow as tf
 
+    tf_env.leave_tf_keras_to_itself()
     model_spec, label = spec["model"], info["label"]
     if model_spec["type"] == "custom":
         model = import_object(model_spec["builder"])(spec, info)

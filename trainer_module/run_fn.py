@@ -16,7 +16,7 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import console, keys, pushed, stops, tf_env, training_report
+from tfxd import console, keys, pushed, stops, training_report
 from tfxd.trainer_config import TrainerCustomConfig
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
@@ -57,8 +57,6 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
     for a task that only serves a ParameterServer cluster, its plan."""
     import tensorflow as tf
     import tensorflow_transform as tft
-
-    tf_env.leave_tf_keras_to_itself()
 
     config = TrainerCustomConfig.from_json(fn_args.custom_config)
     spec = config.spec

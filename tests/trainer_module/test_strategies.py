@@ -295,7 +295,8 @@ def test_every_model_type_builds_and_fits():
         base = {"hidden_units": [8], "dropout": 0.1, "optimizer": {"name": "adam", "learning_rate": 0.01},
                 "metrics": ["accuracy"], "cnn": {"image": {"feature": "pixels", "shape": [8, 8, 1]},
                                                  "filters": [4, 8], "kernel": 3, "dense": [8]}}
-        shapes = {}
+        from tensorflow.python.autograph.core import config
+        shapes = {"keras_left_before": any(rule.matches("tf_keras") for rule in config.CONVERSION_RULES)}
         for kind in ("dnn", "wide_deep", "linear", "cnn"):
             model = models.build({"model": {**base, "type": kind}}, info)
             history = model.fit(features, labels, batch_size=16, epochs=1, verbose=0)
@@ -308,6 +309,8 @@ def test_every_model_type_builds_and_fits():
                                          "metrics": ["auc"]}}, binary)
         custom.fit({"x": features["x"], "z": features["z"]}, labels % 2, epochs=1, verbose=0)
         shapes["custom"] = [list(custom.output_shape), custom.loss.__class__.__name__]
+        # building a model left Keras's own code to itself: its fits traced Keras without transpiling it
+        shapes["keras_left_after"] = sum(rule.matches("tf_keras") for rule in config.CONVERSION_RULES)
         # the builder compiled its model itself: the plan's steps per call are set on it all the same
         shapes["custom_steps_per_execution"] = int(models.build(
             {"model": {**base, "type": "custom", "builder": "tests.trainer_module.custom_model:build_compiled",
@@ -318,6 +321,7 @@ def test_every_model_type_builds_and_fits():
         assert result[kind] == [[None, 3], 0.01, ["loss", "sparse_categorical_accuracy"]], kind
     assert result["custom"] == [[None, 1], "BinaryCrossentropy"]
     assert result["custom_steps_per_execution"] == 8
+    assert result["keras_left_before"] is False and result["keras_left_after"] == 1
 
 
 def test_steps_and_epochs_schedule():
