@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 
 import pytest
 
-from tests.conftest import REPO
+from tests.bench import bench_module
 
-spec = importlib.util.spec_from_file_location("bench_run", os.path.join(REPO, "bench", "run.py"))
-bench_run = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench_run)
+bench_run = bench_module("run")
 
 
 def _write(folder, name: str, targets: list[dict] | None) -> None:

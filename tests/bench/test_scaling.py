@@ -3,17 +3,9 @@ it either way, and a cost per row that grows still fails the target."""
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
+from tests.bench import bench_module
 
-from tests.conftest import REPO
-
-sys.path.insert(0, os.path.join(REPO, "bench"))  # the bench's modules import `common` as scripts do
-spec = importlib.util.spec_from_file_location("bench_scaling", os.path.join(REPO, "bench", "scaling.py"))
-scaling = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(scaling)
-sys.path.remove(os.path.join(REPO, "bench"))
+scaling = bench_module("scaling")
 
 
 def _run(rows: int, example_gen: float, transform: float, trainer: float, rss: float = 1000.0) -> dict:
