@@ -25,11 +25,12 @@ def import_object(dotted: str) -> Any:
 def build(spec: dict[str, Any], info: dict[str, Any], steps_per_execution: int = 1) -> Any:
     """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info, running
     ``steps_per_execution`` steps per call of its compiled step (the plan's; a custom builder's own compiled
-    model gets it too). Keras's own code is left to itself from here on: every fit, prediction and export
-    of a built model traces it without AutoGraph transpiling it (tf_env.leave_tf_keras_to_itself)."""
+    model gets it too). Keras's and tf.Transform's own code are left to themselves from here on: every fit,
+    prediction and export of a built model traces them without AutoGraph transpiling them
+    (tf_env.leave_graph_libraries_to_themselves)."""
     import tensorflow as tf
 
-    tf_env.leave_tf_keras_to_itself()
+    tf_env.leave_graph_libraries_to_themselves()
     model_spec, label = spec["model"], info["label"]
     if model_spec["type"] == "custom":
         model = import_object(model_spec["builder"])(spec, info)

@@ -197,7 +197,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     try:
         with beam_engine.started(loaded.spec, os.path.dirname(paths.log)) as engine:
             tfx = tfx_pipeline(loaded, to=to, metadata=metadata.connection_config(root))
-            tf_env.leave_tf_keras_to_itself()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
+            tf_env.leave_graph_libraries_to_themselves()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
             stopped = unfinished.settle(root)
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "

@@ -296,7 +296,8 @@ def test_every_model_type_builds_and_fits():
                 "metrics": ["accuracy"], "cnn": {"image": {"feature": "pixels", "shape": [8, 8, 1]},
                                                  "filters": [4, 8], "kernel": 3, "dense": [8]}}
         from tensorflow.python.autograph.core import config
-        shapes = {"keras_left_before": any(rule.matches("tf_keras") for rule in config.CONVERSION_RULES)}
+        shapes = {"keras_left_before": any(rule.matches("tf_keras") or rule.matches("tensorflow_transform")
+                                           for rule in config.CONVERSION_RULES)}
         for kind in ("dnn", "wide_deep", "linear", "cnn"):
             model = models.build({"model": {**base, "type": kind}}, info)
             history = model.fit(features, labels, batch_size=16, epochs=1, verbose=0)
@@ -309,8 +310,10 @@ def test_every_model_type_builds_and_fits():
                                          "metrics": ["auc"]}}, binary)
         custom.fit({"x": features["x"], "z": features["z"]}, labels % 2, epochs=1, verbose=0)
         shapes["custom"] = [list(custom.output_shape), custom.loss.__class__.__name__]
-        # building a model left Keras's own code to itself: its fits traced Keras without transpiling it
-        shapes["keras_left_after"] = sum(rule.matches("tf_keras") for rule in config.CONVERSION_RULES)
+        # building a model left Keras's and tf.Transform's own code to themselves: its fits traced Keras
+        # without transpiling it, and so would its export's TransformFeaturesLayer
+        shapes["keras_left_after"] = [sum(rule.matches(name) for rule in config.CONVERSION_RULES)
+                                      for name in ("tf_keras", "tensorflow_transform")]
         # the builder compiled its model itself: the plan's steps per call are set on it all the same
         shapes["custom_steps_per_execution"] = int(models.build(
             {"model": {**base, "type": "custom", "builder": "tests.trainer_module.custom_model:build_compiled",
@@ -321,7 +324,7 @@ def test_every_model_type_builds_and_fits():
         assert result[kind] == [[None, 3], 0.01, ["loss", "sparse_categorical_accuracy"]], kind
     assert result["custom"] == [[None, 1], "BinaryCrossentropy"]
     assert result["custom_steps_per_execution"] == 8
-    assert result["keras_left_before"] is False and result["keras_left_after"] == 1
+    assert result["keras_left_before"] is False and result["keras_left_after"] == [1, 1]
 
 
 def test_steps_and_epochs_schedule():
