@@ -92,11 +92,20 @@ def _records(name: Any) -> Any:
 def _options(plan: Plan, seed: int | None) -> Any:
     """The shard policy the plan chose; without a seed, tf.data may hand out elements in the order they
     are ready (interleaved files, parallel parses) rather than wait for the next one in order, as a
-    hand-written input pipeline does: with no seed the order is random anyway."""
+    hand-written input pipeline does: with no seed the order is random anyway.
+
+    Without tf.data's autotune model: its thread (Model::OptimizeLoop, started by the iterator's
+    RootDataset) sleeps between optimizations for a period that doubles up to a minute, and the iterator's
+    destructor waits for it. When Keras' fit returned and dropped its iterator, the Trainer sat idle for
+    the rest of that sleep, 7-30 s of 0 % CPU after a 5M-row epoch, in some runs and not others (gdb:
+    ~RootDataset::Iterator waiting on the model thread's timed wait). The parse keeps AUTOTUNE's starting
+    parallelism and the prefetch its own buffer tuning, neither of which needs the model; the taxi input
+    read as fast without it (bench/input_pipeline.py)."""
     import tensorflow as tf
 
     options = tf.data.Options()
     options.deterministic = seed is not None
+    options.autotune.enabled = False  # no model thread for the iterator's destructor to wait for
     policy = {"file": tf.data.experimental.AutoShardPolicy.FILE,
               "data": tf.data.experimental.AutoShardPolicy.DATA,
               "off": tf.data.experimental.AutoShardPolicy.OFF}[plan.shard_policy]

@@ -44,6 +44,7 @@ def test_a_seed_reads_the_same_order_every_time(tmp_path):
     files = _files(tmp_path)
     first, order = _read(files, seed=7)
     assert first.options().deterministic is True
+    assert first.options().autotune.enabled is False  # no model thread for fit's end to wait for
     assert _read(files, seed=7)[1] == order
     assert sorted(order) == [part * 1000 + i for part in range(3) for i in range(50)]  # every record, once
     assert _read(files, seed=8)[1] != order
