@@ -7,10 +7,11 @@ PASSES times (all sizes, smallest first, then again); a size's figure is its med
 peak RSS the largest of its runs. Two runs of the bench on the same code (2026-11-28/29, 3 passes each, a
 slow machine) gave 1.06 and 0.90 judged by each size's least disturbed run, 1.01 (the second) by the sum of
 each component's least seconds, and 0.93 and 0.93 by median runs: a minimum of a few noisy runs follows
-whichever run a disturbance spared (a Trainer that spent 40 s after its epoch had ended, a Transform 27 s
-slower in the same code), where the median leaves one disturbed run of three out. Each pass's own ratio is
-shown beside it (median, min, max): how far the figure moves from one pass to the next, so that a ratio a
-few hundredths from 1 can be read for what it is.
+whichever run a disturbance spared (a Trainer that spent 40 s after its epoch had ended, waiting on tf.data's
+autotune thread until trainer_module/data.py turned it off; a Transform 27 s slower in the same code), where
+the median leaves one disturbed run of three out. Each pass's own ratio is shown beside it (median, min,
+max): how far the figure moves from one pass to the next, so that a ratio a few hundredths from 1 can be
+read for what it is.
 Target (issue 33): the marginal cost from 1M to 5M not above the one from 100k to 1M, and the peak RSS of
 the whole `tfxd` process tree at 5M within 1.1x of the one at 1M (memory flat in the data).
 """
