@@ -97,7 +97,7 @@ def _options(plan: Plan, seed: int | None) -> Any:
     Without tf.data's autotune model: its thread (Model::OptimizeLoop, started by the iterator's
     RootDataset) sleeps between optimizations for a period that doubles up to a minute, and the iterator's
     destructor waits for it. When Keras' fit returned and dropped its iterator, the Trainer sat idle for
-    the rest of that sleep, 7-30 s of 0 % CPU after a 5M-row epoch, in some runs and not others (gdb:
+    the rest of that sleep, 7-30 s of 0 % CPU after a 1M- or 5M-row epoch, in some runs and not others (gdb:
     ~RootDataset::Iterator waiting on the model thread's timed wait). The parse keeps AUTOTUNE's starting
     parallelism and the prefetch its own buffer tuning, neither of which needs the model; the taxi input
     read as fast without it (bench/input_pipeline.py)."""
