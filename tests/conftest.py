@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
+from tests.network_guard import sitecustomize as network_guard
 from tfxd.cli.main import cli
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,7 +82,9 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
 # `make test` runs the suite on two pytest-xdist workers (--dist loadgroup), a group at a time per worker: a
 # test file's tests together (its module fixtures, e.g. one taxi run, are made once), and every test that
 # starts a Beam engine or a worker pool in one group, one after the other, since each checks that no engine
-# process of any run is left (tests/pipeline/run/test_beam_engines.py: _ours).
+# process of any run is left (tests/pipeline/run/test_beam_engines.py: _ours). A long test that shares no
+# module fixture with its file's others names a group of its own (`@pytest.mark.xdist_group("...")`), so
+# that the other worker may take it meanwhile.
 ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/test_engine_watch.py",
                 "tests/kubeflow/test_beam_engines_compiled.py", "tests/tfxd/test_beam_runners.py",
                 "tests/pipeline/run/test_sdk_worker_pool.py")
@@ -90,7 +93,10 @@ ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/t
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        path = Path(item.fspath).relative_to(REPO).as_posix()
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        path = Path(item.fspath)
+        path = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.as_posix()
         item.add_marker(pytest.mark.xdist_group("engines" if path in ENGINE_FILES else path))
 
 
@@ -115,9 +121,10 @@ _TIMELINE_ENV = "TFXD_TESTS_TIMELINE"  # beside the folder: when each test ran, 
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())  # a worker has its controller's
+    _guard_the_network(config)
     if hasattr(config, "workerinput"):  # a pytest-xdist worker: its controller set TMPDIR
         return
-    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
     private = tempfile.mkdtemp(prefix="tfxd-tests-")
     os.environ[_TIMELINE_ENV] = private + ".timeline"
     os.environ["TMPDIR"] = tempfile.tempdir = private
@@ -162,6 +169,45 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     if left:
         session.config.stash[_LEFT] = left
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# The network guard (tests/network_guard): each pytest process, and every Python process a test starts, may
+# reach loopback and the suite's own test hosts only. Each pytest process has a file of its own, beside the
+# temporary folder, where a refused connection is written; a test during whose setup, call or teardown a line
+# appeared fails, naming the address, whether or not the code that dialled caught the refusal.
+_GUARD_LOG = pytest.StashKey[str]()
+
+
+def _guard_the_network(config: pytest.Config) -> None:
+    handle, log = tempfile.mkstemp(prefix="tfxd-tests-network-", dir=os.environ["PYTEST_DEBUG_TEMPROOT"])
+    os.close(handle)
+    config.stash[_GUARD_LOG] = log
+    os.environ[network_guard.LOG_ENV] = log
+    guard_folder = os.path.dirname(network_guard.__file__)
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (guard_folder, os.environ.get("PYTHONPATH"))))
+    network_guard.install()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    with contextlib.suppress(KeyError, OSError):
+        os.remove(config.stash[_GUARD_LOG])
+
+
+@pytest.hookimpl(wrapper=True)
+def _guarded_phase(item: pytest.Item) -> Iterator[None]:
+    log = item.config.stash[_GUARD_LOG]
+    before = os.path.getsize(log)
+    result = yield
+    with open(log, encoding="utf-8") as handle:
+        handle.seek(before)
+        refused = [line.split(" ", 1) for line in handle.read().splitlines()]
+    if refused:
+        pytest.fail("dialled outside loopback and the suite's own test hosts (tests/network_guard): "
+                    + "; ".join(f"{where} (pid {pid})" for pid, where in refused), pytrace=False)
+    return result
+
+
+pytest_runtest_setup = pytest_runtest_call = pytest_runtest_teardown = _guarded_phase
 
 
 @pytest.hookimpl(trylast=True)  # after --durations' table, so the last lines of a red CI's log name the leak
