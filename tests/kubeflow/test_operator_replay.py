@@ -198,16 +198,16 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
                 time.sleep(0.2)
             [job] = list(operator.processes)
             worker = operator.processes[job][("node", 1)]
-            stopped = time.monotonic()
             worker.send_signal(signal.SIGTERM)
             worker.wait(timeout=60)
-            took = time.monotonic() - stopped
             output = first.communicate(timeout=300)[0]
         finally:
             if first.poll() is None:
                 first.kill()
         worker_log = next((tmp_path / "logs").glob(f"{job[1]}-node-0-1-*.log")).read_text()
-        assert took < stops.STOP_SECONDS and worker.returncode == 143, (took, worker.returncode, worker_log[-3000:])
+        assert worker.returncode == 143, (worker.returncode, worker_log[-3000:])
+        # it stopped at a step boundary on its own, not at the deadline its stop watch set
+        assert f"still running {stops.DEADLINE_SECONDS:g} s after SIGTERM" not in worker_log, worker_log[-3000:]
         assert first.returncode != 0, output[-3000:]
         assert "tfxd: Trainer replica worker-1 stopped by SIGTERM; the retried training resumes from the last " \
                f"epoch backed up in {tmp_path}/.backup/" in worker_log, worker_log[-3000:]

@@ -17,6 +17,7 @@ Three full taxi replays (module-scoped, ~1.5-2 minutes each on 2 cores) and one 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -27,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 
 from tests.conftest import REPO
@@ -277,7 +279,7 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
         for line in process.stdout:
             if "> StatisticsGen ..." in line:
                 break
-        time.sleep(3)  # the task's own process is at work
+        _wait_for_a_forked_task(process.pid)  # the task's own process is at work
         process.send_signal(signal.SIGTERM)  # the main process alone, as Kubernetes or `timeout` sends it
         out, err = process.communicate(timeout=120)
     finally:
@@ -294,6 +296,19 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
     assert statuses["ExampleGen"] == "ran" and statuses["StatisticsGen"] == "interrupted"
     assert (summary_file.parent / "ExampleGen").is_dir() and not (summary_file.parent / "StatisticsGen").exists()
     assert not list(root.glob("**/*.tmp"))  # each task's temporary folder went with it, the stopped one's too
+
+
+def _wait_for_a_forked_task(replay: int, timeout: float = 120) -> None:
+    """Until the replay's preloader has forked a task (forked_tasks.py): a process under the replay whose
+    parent is not the replay itself."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for child in psutil.Process(replay).children(recursive=True):
+            with contextlib.suppress(psutil.Error):  # ended meanwhile
+                if child.ppid() != replay:
+                    return
+        assert time.monotonic() < deadline, "no task was forked"
+        time.sleep(0.05)
 
 
 # ------------------------------------------------------------------------------------------ without TensorFlow

@@ -130,22 +130,20 @@ def _newest_logs(folder: Path) -> Path:
 def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     folder = _project(tmp_path)
     backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
-    begun = time.monotonic()
     first = _tfxd(folder, started)
     workers = _wait_for(lambda: _both_workers(first, started), "2 workers", 240, first)
     # BackupAndRestore's chief checkpoint: at least one epoch is done
     _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, first)
     victim = workers[1]
     victim.send_signal(signal.SIGKILL)
-    killed_at = time.monotonic()
     stdout, stderr = first.communicate(timeout=120)
-    failed_after = time.monotonic() - killed_at
 
     assert first.returncode == 1, stdout + stderr
     log = _newest_logs(folder) / "trainer-worker-1.log"
     assert f"Trainer process worker-1 (pid {victim.pid}) was killed by signal 9 (SIGKILL" in stderr, stderr
     assert f"its log: {log}" in stderr and "Run the same command again to resume" in stderr, stderr
-    assert failed_after < 30, f"the Trainer took {failed_after:.0f} s to fail after the kill"
+    # the Trainer failed on the kill itself: worker-0 was still training, and tfxd stopped it
+    assert "; stopped the others (worker-0)" in stderr, stderr
     for process in workers.values():  # every process of the cluster is gone
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
     [backup] = glob.glob(str(backups / "*"))  # kept for the retry
@@ -156,10 +154,9 @@ def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     orphans = _wait_for(lambda: _both_workers(second, started), "2 workers", 120, second)
     second.kill()
     second.communicate()
-    killed_at = time.monotonic()
-    alive = psutil.wait_procs(list(orphans.values()), timeout=10)[1]  # unwatched, they would train for 20 s+
+    # each asked Linux to kill it with its parent (PR_SET_PDEATHSIG): unwatched, they would train on
+    alive = psutil.wait_procs(list(orphans.values()), timeout=60)[1]
     assert not alive, f"workers left running after tfxd was killed: {alive}"
-    orphans_after = time.monotonic() - killed_at
 
     third = _tfxd(folder, started)
     stdout, stderr = third.communicate(timeout=240)
@@ -171,5 +168,3 @@ def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     assert epoch > 1 and resumed[0].endswith(f"checkpoint in {backup}"), resumed  # the killed run's folder
     assert "Trainer epoch 1/10" not in chief_log and "Trainer epoch 10/10" in chief_log
     assert not os.path.exists(backup)  # a completed training leaves no backup: new work starts at epoch 1
-    print(f"worker killed -> Trainer failed {failed_after:.1f} s; tfxd killed -> workers gone {orphans_after:.1f} s;"
-          f" whole test {time.monotonic() - begun:.0f} s")

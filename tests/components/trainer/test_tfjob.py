@@ -230,10 +230,10 @@ def test_a_replica_that_cannot_pull_its_image_fails_the_step_at_once(task):
     stuck = ("Pending", {"waiting": {"reason": "ImagePullBackOff",
                                      "message": 'Back-off pulling image "registry.example.com/demo:1.0"'}})
     script = Script([(0.2, pods({("Chief", 0): RUNNING, ("Worker", 0): stuck}))])
-    started = time.monotonic()
     with serve(script) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
         task(api)
-    assert time.monotonic() - started < 30
+    # failed on the stuck replica's reason (job_launch.STUCK), not at the job's deadline
+    assert "did not finish within" not in str(failure.value)
     assert "replica worker-0" in str(failure.value) and "cannot start: ImagePullBackOff: Back-off pulling image" in \
         str(failure.value) and "check targets.kubeflow.image" in str(failure.value)
     assert not api.jobs
