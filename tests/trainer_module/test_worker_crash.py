@@ -136,14 +136,14 @@ def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, first)
     victim = workers[1]
     victim.send_signal(signal.SIGKILL)
+    # a Trainer that waited for worker-0 (blocked on a collective with its dead peer) would never end: the
+    # harness's timeout fails it; the cause named is the killed worker, however worker-0 ended
     stdout, stderr = first.communicate(timeout=120)
 
     assert first.returncode == 1, stdout + stderr
     log = _newest_logs(folder) / "trainer-worker-1.log"
     assert f"Trainer process worker-1 (pid {victim.pid}) was killed by signal 9 (SIGKILL" in stderr, stderr
     assert f"its log: {log}" in stderr and "Run the same command again to resume" in stderr, stderr
-    # the Trainer failed on the kill itself: worker-0 was still training, and tfxd stopped it
-    assert "; stopped the others (worker-0)" in stderr, stderr
     for process in workers.values():  # every process of the cluster is gone
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
     [backup] = glob.glob(str(backups / "*"))  # kept for the retry
