@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from tfxd import patches
 from tfxd.files import is_uri
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -84,18 +85,14 @@ def vertex_sdk(api_endpoint: str | None = None, credentials: Any = None) -> Any:
     """The aiplatform module, its clients aimed at `api_endpoint` or, by default, the regional service.
 
     aiplatform keeps the endpoint and credentials in process-wide state, so every call sets them again
-    (an earlier call must not leak into this one); the credentials go there too so that the SDK's own
+    (patch aiplatform.settings_reset); the credentials go there too so that the SDK's own
     side calls (the bucket check of `PipelineJob.submit`) use them. An endpoint with a scheme
     (http://127.0.0.1:PORT) needs the REST transport: its URL keeps the scheme, gRPC would not.
     """
     with quiet():  # its import warns about the installed google-cloud-storage
         from google.cloud import aiplatform
-        from google.cloud.aiplatform import initializer
 
-    config = initializer.global_config
-    config._api_endpoint = None
-    config._api_transport = None
-    config._credentials = None  # type: ignore[assignment]  # aiplatform starts it so, annotated or not
+    patches.assigned("aiplatform.settings_reset", None)  # as aiplatform's settings start
     if api_endpoint or credentials is not None:
         # init() without a project would pick REST by itself; say which, always.
         transport = "rest" if api_endpoint and is_uri(api_endpoint) else "grpc"

@@ -1,7 +1,8 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
 and what a run does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered); how many workers its arguments give (parallel_workers).
+signatures_remembered, state_cache_off: patches of tfxd.patches); how many workers its arguments give
+(parallel_workers).
 
 Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 - TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -24,7 +25,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from tfxd.replaced import replaced
+from tfxd import patches
 
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 QUICK_EXIT = "--beam_plugin=tfxd.quick_exit"  # imported by each worker process Beam starts
@@ -66,17 +67,13 @@ def parallel_workers(args: list[str]) -> int:
 
 @contextlib.contextmanager
 def signatures_remembered() -> Iterator[None]:
-    """Beam's in-process runner read each function's signature once instead of thousands of times.
+    """Beam's in-process runner read each function's signature once instead of thousands of times (patch
+    beam.signatures_remembered).
 
-    Every stage Beam runs builds its DoFns afresh, and for each DoFn Beam asks, several times over, whether
-    any of its methods takes state or timer parameters (apache_beam/transforms/userstate.py,
-    get_dofn_specs): for every method of the DoFn, inspect.signature again. A Transform of a few hundred
-    rows runs some 150 stages and asks 4,000 times, about 130,000 signatures and seconds of a
-    component that has nothing else to do (py-spy, bench/RESULTS.md's Transform rows). A function's
-    parameters and their defaults are fixed when it is defined, so the arguments Beam reads from them
-    (core.get_function_args_defaults) are remembered per function, and per method for its functions;
-    anything else (a class, a partial, a builtin) is asked afresh. Held weakly: a function Beam drops is
-    forgotten with it."""
+    A function's parameters and their defaults are fixed when it is defined, so the arguments Beam reads
+    from them (core.get_function_args_defaults) are remembered per function, and per method for its
+    functions; anything else (a class, a partial, a builtin) is asked afresh. Held weakly: a function Beam
+    drops is forgotten with it."""
     from apache_beam.transforms import core  # Beam loads lazily: this module is on validate's path
 
     original = core.get_function_args_defaults
@@ -95,22 +92,19 @@ def signatures_remembered() -> Iterator[None]:
         args, defaults = known[key]
         return list(args), list(defaults)
 
-    with replaced(core, "get_function_args_defaults", remembered):
+    with patches.applied("beam.signatures_remembered", remembered):
         yield
 
 
 @contextlib.contextmanager
 def option_views_remembered() -> Iterator[None]:
-    """Beam's views of a pipeline's options made once per options object and view class, not at every ask.
+    """Beam's views of a pipeline's options made once per options object and view class, not at every ask
+    (patch beam.option_views_remembered).
 
-    Beam asks for a view of the pipeline's options (PipelineOptions.view_as: TypeOptions, StandardOptions,
-    ...) several times for every transform it applies (apache_beam/pipeline.py, Pipeline._apply_internal and
-    _infer_result_type), and each view builds an argparse parser of its class's options and parses the
-    pipeline's arguments again: a Transform's pipeline asked ~1,900 times, about 0.5 s of its component
-    (bench/RESULTS.md's Transform rows). A view holds no values of its own: it reads and writes the options
-    object's shared dictionary (view._all_options), initialized from the arguments the first time a view of
-    that class is made, so a view made again is the same as the one remembered. Remembered while the options
-    object keeps that dictionary and those arguments (held weakly: options Beam drops are forgotten)."""
+    A view holds no values of its own: it reads and writes the options object's shared dictionary
+    (view._all_options), initialized from the arguments the first time a view of that class is made, so a
+    view made again is the same as the one remembered. Remembered while the options object keeps that
+    dictionary and those arguments (held weakly: options Beam drops are forgotten)."""
     # Beam loads lazily: this module is on validate's path
     from apache_beam.options import pipeline_options
 
@@ -124,5 +118,17 @@ def option_views_remembered() -> Iterator[None]:
             view = known[cls] = original(options, cls)
         return view
 
-    with replaced(pipeline_options.PipelineOptions, "view_as", view_as):
+    with patches.applied("beam.option_views_remembered", view_as):
+        yield
+
+
+@contextlib.contextmanager
+def state_cache_off(args: list[Any]) -> Iterator[None]:
+    """For a run whose pipelines run in memory (``args``, the pipeline's Beam arguments): Beam's in-process
+    runner keeps no state cache (patch beam.state_cache_off; Beam's own tests run without it). Worker
+    processes (multi_processing) keep theirs."""
+    if not any(isinstance(arg, str) and arg == running_mode("in_memory") for arg in args):  # str ==: a TFX
+        yield  # placeholder's == is a predicate, not a comparison
+        return
+    with patches.applied("beam.state_cache_off", 0):
         yield

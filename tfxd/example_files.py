@@ -31,8 +31,7 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from tfx_bsl.tfxio import tf_example_record
 
-from tfxd import tfrecords
-from tfxd.replaced import replaced
+from tfxd import patches, tfrecords
 
 BATCH_SIZE = 1000  # tfx_bsl's BatchRecords lets Beam's BatchElements grow its batches up to 1,000 records
 SUFFIX = ".gz"
@@ -105,7 +104,7 @@ def beam_source(tfx_source: Callable[..., Source]) -> Callable[..., Source]:
 
 @contextlib.contextmanager
 def batched_reads() -> Iterator[None]:
-    """For a block (an executor's Do): TFExampleRecord's Beam source reads here, then TFX's again."""
-    record_class = tf_example_record.TFExampleRecord
-    with replaced(record_class, "BeamSource", beam_source(record_class.BeamSource)):
+    """For a block (an executor's Do): TFExampleRecord's Beam source reads here, then TFX's again (patch
+    tfx_bsl.batched_reads)."""
+    with patches.applied("tfx_bsl.batched_reads", beam_source(tf_example_record.TFExampleRecord.BeamSource)):
         yield

@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import warnings
 
+from tfxd import patches
+
 VERBOSE_ENV = "TFXD_VERBOSE"  # "1": `tfxd -v`, inherited by the processes tfxd starts
 
 
@@ -32,14 +34,10 @@ def configure(verbose: bool | None = None) -> None:
 
 
 # Libraries whose own code runs in graph mode as written, which AutoGraph has no rule for: it would
-# transpile them on their first call inside a tf.function.
-# - tf_keras: the `keras` package (Keras 2) has the rule; tf_keras, the same Keras 2 under
-#   TF_USE_LEGACY_KERAS=1, has not. Every fit and every Keras metric in TFMA transpiled Keras' train step,
-#   losses, metrics and layers: 15 of the taxi Trainer's 17 s first epoch (py-spy).
-# - tensorflow_transform: tf.Transform traces its own graphs with autograph=False
-#   (impl_helper.get_traced_transform_fn, saved_transform_io_v2's transform function), but a
-#   TransformFeaturesLayer called in the Trainer's export signatures was transpiled, ~0.4 s of each export;
-#   the signatures' ops and outputs are the same either way.
+# transpile them on their first call inside a tf.function (patch tensorflow.graph_libraries_left_alone).
+# tf_keras is the `keras` package's Keras 2 under TF_USE_LEGACY_KERAS=1; tf.Transform traces its own
+# graphs with autograph=False (impl_helper.get_traced_transform_fn, saved_transform_io_v2's transform
+# function). The Trainer's export signatures' ops and outputs are the same either way.
 LEFT_TO_THEMSELVES = ("tf_keras", "tensorflow_transform")
 
 
@@ -52,4 +50,5 @@ def leave_graph_libraries_to_themselves() -> None:
     missing = [name for name in LEFT_TO_THEMSELVES
                if not any(isinstance(rule, config_lib.DoNotConvert) and rule.matches(name)
                           for rule in config.CONVERSION_RULES)]
-    config.CONVERSION_RULES = (*(config_lib.DoNotConvert(name) for name in missing), *config.CONVERSION_RULES)
+    patches.assigned("tensorflow.graph_libraries_left_alone",
+                     (*(config_lib.DoNotConvert(name) for name in missing), *config.CONVERSION_RULES))

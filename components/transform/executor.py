@@ -11,30 +11,22 @@ from tfx.components.transform import executor as tfx_transform
 from tfx.components.transform import labels
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import example_files, files, keys
+from tfxd import example_files, files, keys, patches
 from tfxd.components.transform import feature_info, transformed_files
-from tfxd.replaced import replaced
 
 
 @contextlib.contextmanager
 def _without_deep_copy():
-    """tf.Transform 1.16's deep-copy optimization (re-reading inputs for a second analysis phase without
-    materializing them) builds Beam AppliedPTransforms with a signature Beam 2.74 no longer accepts, so
-    any preprocessing_fn with dependent analyzers (a fill by the mean, then a z-score) fails. Turning the
-    optimization off keeps the same results."""
-    from tensorflow_transform.beam.context import Context
-
-    with replaced(Context, "get_use_deep_copy_optimization", classmethod(lambda cls: False)):
+    """tf.Transform's deep-copy optimization off (patch transform.deep_copy_off)."""
+    with patches.applied("transform.deep_copy_off", classmethod(lambda cls: False)):
         yield
 
 
 @contextlib.contextmanager
 def _one_inspection_trace() -> Iterator[None]:
-    """TFX's executor asks tf.Transform which columns the analyzers read, twice (tfx/components/transform/
-    executor.py: once to fail fast, once in _RunBeamImpl), then which columns the transform reads, for the
-    same preprocessing_fn and inputs; each ask traces the whole preprocessing_fn again. Here the three asks
-    share one trace: tf.Transform's own inspection functions answer each, reading one traced graph (they
-    only read it)."""
+    """The three asks of which columns a preprocessing_fn reads share one trace (patch
+    transform.one_inspection_trace): tf.Transform's own inspection functions answer each, reading one traced
+    graph (they only read it)."""
     import tensorflow_transform as tft
     from tensorflow_transform import impl_helper
 
@@ -54,13 +46,13 @@ def _one_inspection_trace() -> Iterator[None]:
     def inspecting(name: str) -> Callable[..., list[str]]:
         def inspect(preprocessing_fn: Callable[..., Any], specs: Mapping[str, Any],
                     force_tf_compat_v1: bool = False) -> list[str]:
-            with replaced(impl_helper, "trace_preprocessing_function", traced_once):
+            with patches.applied("transform.one_inspection_trace", traced_once, "trace_preprocessing_function"):
                 return originals[name](preprocessing_fn, specs, force_tf_compat_v1=force_tf_compat_v1)
         return inspect
 
     with contextlib.ExitStack() as stack:
         for name in originals:
-            stack.enter_context(replaced(tft, name, inspecting(name)))
+            stack.enter_context(patches.applied("transform.one_inspection_trace", inspecting(name), name))
         yield
 
 
@@ -70,30 +62,26 @@ def _specs_key(specs: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
 
 @contextlib.contextmanager
 def _no_cache_inspection(input_dict: Mapping[str, Any], output_dict: Mapping[str, Any]) -> Iterator[None]:
-    """Without an analyzer cache (the component has neither cache channel: tfxd turns it off), TFX still
-    traces the preprocessing_fn and builds its analysis graph once more to list the analyzers' cache
-    keys, used then only to estimate the stage count for its telemetry and to read a cache it does not
-    have (tfx/components/transform/executor.py, _OptimizeRun). Without a cache the keys are none."""
-    from tensorflow_transform.beam import analysis_graph_builder
-
+    """Without an analyzer cache (the component has neither cache channel: tfxd turns it off) the cache's
+    keys are none, and TFX builds no analysis graph to list them (patch transform.no_cache_inspection)."""
     if (standard_component_specs.ANALYZER_CACHE_KEY in input_dict
             or standard_component_specs.UPDATED_ANALYZER_CACHE_KEY in output_dict):
         yield
         return
-    with replaced(analysis_graph_builder, "get_analysis_cache_entry_keys", lambda *args, **kwargs: []):
+    with patches.applied("transform.no_cache_inspection", lambda *args, **kwargs: []):
         yield
 
 
 @contextlib.contextmanager
 def _batched_writes() -> Iterator[None]:
-    """Transformed examples written a batch at a time at gzip's fastest level (transformed_files), in place
-    of TFX's writer, which hands Beam's TFRecord sink one record at a time."""
+    """Transformed examples written a batch at a time (transformed_files), in place of TFX's writer
+    (patch transform.batched_writes)."""
     processor = tfx_transform.TransformProcessor
     # TFX's own writer stays for its Parquet output; its pass-through key column is left out as TFX does
     writer = transformed_files.encode_and_write(processor._EncodeAndWrite,
                                                 tfx_transform._TRANSFORM_INTERNAL_FEATURE_FOR_KEY,
                                                 labels.FORMAT_TFRECORD)
-    with replaced(processor, "_EncodeAndWrite", staticmethod(writer)):
+    with patches.applied("transform.batched_writes", staticmethod(writer)):
         yield
 
 

@@ -149,15 +149,3 @@ def on_engine_here(args: list[str], job_endpoint: str, worker_pool: str | None) 
         out.append(f"--{match.group(1)}={value}" if match and value else arg)
     return out
 
-
-def lighten_in_memory_runner(args: list) -> None:
-    """Beam's in-process runner weighs every value it caches (side inputs, iterables) by walking its
-    object graph (objsize): about a tenth of Transform's time on the taxi example (py-spy). In one
-    process the state is in memory already, so the cache saves nothing and is turned off (Beam 2.74's
-    module setting, read when the runner starts its worker; Beam's own tests run without it). Worker
-    processes (multi_processing) keep theirs."""
-    if any(isinstance(arg, str) and arg == running_mode("in_memory") for arg in args):  # str ==: a
-        # TFX placeholder's == is a predicate, not a comparison
-        from apache_beam.runners.portability.fn_api_runner import worker_handlers
-
-        worker_handlers.STATE_CACHE_SIZE_MB = 0

@@ -35,7 +35,7 @@ from tfxd.components.trainer.job_launch import OperatorTrainer
 from tfxd.components.transform.component import Transform
 from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
-from tfxd.pipeline.assembly.beam_args import beam_args, example_gen_args, lighten_in_memory_runner
+from tfxd.pipeline.assembly.beam_args import beam_args, example_gen_args
 from tfxd.pipeline.assembly.configs import (
     columns_read,
     example_gen_config,
@@ -267,8 +267,6 @@ def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = Non
     place = Placement(loaded, target)
     image = getattr(spec.targets, target).image if place.on_cluster else None
     args = beam_args(spec, image, None if place.on_cluster else loaded.data_files.size)
-    if not place.on_cluster:
-        lighten_in_memory_runner(args)
     components = nodes(loaded, to, target)
     own = example_gen_args(spec, args, column_wise(spec.data.format, spec.data.split_key is not None))
     if own:

@@ -18,7 +18,7 @@ import absl.logging
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import console, direct_runner, keys, stops, tf_env
+from tfxd import console, direct_runner, keys, patches, stops, tf_env
 from tfxd.files import write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
@@ -34,7 +34,6 @@ from tfxd.pipeline.run.outcome import (
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
-from tfxd.replaced import replaced
 from tfxd.run_summary import LocalRun, run_status
 
 # what LocalDagRunner and BeamDagRunner log around each node, and TFX's launcher for a node whose condition
@@ -115,18 +114,14 @@ def _runner(orchestrator: str):
 
 @contextlib.contextmanager
 def _orchestrator_pinned(orchestrator: str) -> Iterator[None]:
-    """TFX's BeamDagRunner makes its own Beam pipeline without options (beam_dag_runner.run_with_ir:
-    ``beam.Pipeline()``), so Beam 2.74's DirectRunner first hands it to Prism (tfxd.direct_runner): a
-    download from GitHub, offline a failure and temporary folders left behind, online the orchestration,
-    the components inside it, on another engine. For the run, that module's ``beam`` is Beam with its
-    pipelines made with tfxd's DirectRunner flags, in memory as Beam's default; the components' own
-    pipelines, made in their modules, are theirs."""
+    """For the run, TFX's BeamDagRunner's ``beam`` is Beam with its pipelines made with tfxd's DirectRunner
+    flags (tfxd.direct_runner), in memory as Beam's default (patch tfx.orchestrator_pinned); the
+    components' own pipelines, made in their modules, are theirs."""
     if orchestrator != "beam":
         yield
         return
     import apache_beam
     from apache_beam.options.pipeline_options import PipelineOptions
-    from tfx.orchestration.beam import beam_dag_runner
 
     class PinnedBeam(types.ModuleType):
         def __getattr__(self, name: str) -> Any:
@@ -137,16 +132,26 @@ def _orchestrator_pinned(orchestrator: str) -> Iterator[None]:
             options = PipelineOptions(direct_runner.direct_args("in_memory", 1))
             return apache_beam.Pipeline(*args, **{"options": options, **kwargs})
 
-    with replaced(beam_dag_runner, "beam", PinnedBeam("apache_beam")):
+    with patches.applied("tfx.orchestrator_pinned", PinnedBeam("apache_beam")):
         yield
 
 
 @contextlib.contextmanager
 def _command_line_for_tfx():
-    """TFX's Beam executors parse sys.argv with absl's flags (base_beam_executor.BaseBeamExecutor's
-    __init__: ``flags.FLAGS(sys.argv + beam_pipeline_args, known_only=True)``). tfxd's command line is
-    not theirs: its ``-v`` is absl's ``--verbosity``, which took ``run`` as its value and failed ExampleGen."""
-    with replaced(sys, "argv", sys.argv[:1]):
+    """TFX's Beam executors see the program's name alone on its command line, not tfxd's arguments (patch
+    tfx.command_line)."""
+    with patches.applied("tfx.command_line", sys.argv[:1]):
+        yield
+
+
+@contextlib.contextmanager
+def libraries_mended(tfx: Any, orchestrator: str) -> Iterator[None]:
+    """What a run mends in TFX and Beam while its pipeline ``tfx`` runs on ``orchestrator``, and puts back
+    after (tfxd.patches): Beam's cost per transform and per stage in this process's pipelines, the command
+    line TFX's executors read, the orchestrator's own pipeline."""
+    with (direct_runner.signatures_remembered(), direct_runner.option_views_remembered(),
+          direct_runner.state_cache_off(tfx.beam_pipeline_args), _command_line_for_tfx(),
+          _orchestrator_pinned(orchestrator)):
         yield
 
 
@@ -202,9 +207,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            # Beam's cost per transform and per stage, in this process's pipelines
-            with (direct_runner.signatures_remembered(), direct_runner.option_views_remembered(),
-                  _command_line_for_tfx(), _orchestrator_pinned(loaded.spec.targets.local.orchestrator)):
+            with libraries_mended(tfx, loaded.spec.targets.local.orchestrator):
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc

@@ -1,0 +1,142 @@
+"""Every attribute of a library that tfxd replaces, in one table: what it replaces, in which library and
+version it was written against, and what goes wrong without it.
+
+tfxd mends a few things in TFX, tf.Transform, Beam, TensorFlow and aiplatform, most of them private
+(a Transform's analysis, a run's pipelines, AutoGraph's rules, aiplatform's process-wide settings). A
+mend is made only through this table (``applied`` for a block, ``assigned`` for good), so none exists
+outside it, and tests/tfxd/test_patches.py fails when an installed library's version differs from the
+one a patch names: an upgrade re-checks each patch, its target still there and its reason still true.
+A patch applies while a run or an executor runs, never while a pipeline is built.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import pkgutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+_ABSENT = object()
+
+
+@dataclass(frozen=True)
+class Patch:
+    """One mend. ``library`` is the distribution (as ``importlib.metadata`` names it) whose code the patch
+    was written against, ``version`` its version then; ``targets`` the attributes it replaces, each
+    ``module:attribute`` (``module:Class.attribute`` for a class's or an object's); ``without`` what goes
+    wrong without it."""
+
+    id: str
+    library: str
+    version: str
+    targets: tuple[str, ...]
+    without: str
+
+    def target(self, name: str | None = None) -> str:
+        """The target whose attribute is ``name`` (None: the patch's only target)."""
+        chosen = [target for target in self.targets if name in (None, target.partition(":")[2].rpartition(".")[2])]
+        if len(chosen) != 1:
+            raise LookupError(f"patch {self.id} has no single target named {name!r}: {', '.join(self.targets)}")
+        return chosen[0]
+
+    @contextlib.contextmanager
+    def applied(self, value: Any, name: str | None = None) -> Iterator[Any]:
+        """The target (``name``: of several) is ``value`` in the block, which gets what it was (as
+        ``getattr`` reads it). The owner's own entry is put back as it was, a class's descriptor (a
+        classmethod, a staticmethod) included; an attribute the owner only inherited is removed again."""
+        owner, attribute = owner_of(self.target(name))
+        original = vars(owner).get(attribute, _ABSENT)
+        before = getattr(owner, attribute)
+        setattr(owner, attribute, value)
+        try:
+            yield before
+        finally:
+            if original is _ABSENT:
+                delattr(owner, attribute)
+            else:
+                setattr(owner, attribute, original)
+
+    def assigned(self, value: Any, name: str | None = None) -> None:
+        """The target (``name``: of several, None: every target) is ``value`` from now on."""
+        for target in self.targets if name is None else (self.target(name),):
+            owner, attribute = owner_of(target)
+            setattr(owner, attribute, value)
+
+
+def owner_of(target: str) -> tuple[Any, str]:
+    """``module:path.attribute`` -> (the object at ``module:path``, or the module, imported; ``attribute``)."""
+    module, _, path = target.partition(":")
+    owner_path, _, attribute = path.rpartition(".")
+    return pkgutil.resolve_name(f"{module}:{owner_path}" if owner_path else module), attribute
+
+
+_TRANSFORM, _TFX, _BEAM = ("tensorflow-transform", "1.16.0"), ("tfx", "1.16.0"), ("apache-beam", "2.74.0")
+
+PATCHES: tuple[Patch, ...] = (
+    Patch("transform.deep_copy_off", *_TRANSFORM,
+          ("tensorflow_transform.beam.context:Context.get_use_deep_copy_optimization",),
+          "tf.Transform's deep-copy optimization (inputs read again for a second analysis phase) builds Beam "
+          "AppliedPTransforms with a signature Beam 2.74 no longer accepts: any preprocessing_fn with dependent "
+          "analyzers (a fill by the mean, then a z-score) fails. Off, the results are the same."),
+    Patch("transform.one_inspection_trace", *_TRANSFORM,
+          ("tensorflow_transform.impl_helper:trace_preprocessing_function",
+           "tensorflow_transform:get_analyze_input_columns", "tensorflow_transform:get_transform_input_columns"),
+          "TFX's Transform executor asks which columns the analyzers read, twice (to fail fast, then in "
+          "_RunBeamImpl), then which the transform reads: each ask traces the whole preprocessing_fn again."),
+    Patch("transform.no_cache_inspection", *_TRANSFORM,
+          ("tensorflow_transform.beam.analysis_graph_builder:get_analysis_cache_entry_keys",),
+          "Without an analyzer cache TFX still traces the preprocessing_fn and builds its analysis graph once "
+          "more to list the cache's keys (tfx/components/transform/executor.py, _OptimizeRun): a trace for "
+          "telemetry's stage count and a cache there is not."),
+    Patch("transform.batched_writes", *_TFX,
+          ("tfx.components.transform.executor:TransformProcessor._EncodeAndWrite",),
+          "TFX's writer hands Beam's TFRecord sink one transformed example at a time; tfxd's "
+          "(components/transform/transformed_files.py) writes a batch at a time at gzip's fastest level."),
+    Patch("tfx_bsl.batched_reads", "tfx-bsl", "1.16.1",
+          ("tfx_bsl.tfxio.tf_example_record:TFExampleRecord.BeamSource",),
+          "Transform and StatisticsGen read every example one record at a time through Beam's TFRecord source "
+          "and BatchElements: about 0.7 and 0.8 of their time on 1M taxi rows (tfxd/example_files.py)."),
+    Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
+          "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
+          "(apache_beam/transforms/userstate.py, get_dofn_specs): ~130,000 signatures, seconds of a "
+          "Transform of a few hundred rows."),
+    Patch("beam.option_views_remembered", *_BEAM, ("apache_beam.options.pipeline_options:PipelineOptions.view_as",),
+          "Beam views a pipeline's options several times for every transform it applies (apache_beam/"
+          "pipeline.py, _apply_internal), each view parsing the arguments again: ~1,900 parses, ~0.5 s of a "
+          "Transform."),
+    Patch("beam.state_cache_off", *_BEAM,
+          ("apache_beam.runners.portability.fn_api_runner.worker_handlers:STATE_CACHE_SIZE_MB",),
+          "Beam's in-process runner weighs every value it caches (side inputs, iterables) by walking its object "
+          "graph (objsize): about a tenth of Transform's time on the taxi example; in one process the state is "
+          "in memory already. Read when the runner starts its embedded worker."),
+    Patch("tfx.orchestrator_pinned", *_TFX, ("tfx.orchestration.beam.beam_dag_runner:beam",),
+          "TFX's BeamDagRunner makes its Beam pipeline without options (run_with_ir: beam.Pipeline()), so "
+          "Beam 2.74's DirectRunner hands it to Prism: a download from GitHub, offline a failure and temporary "
+          "folders left behind, online the orchestration on another engine."),
+    Patch("tfx.command_line", *_TFX, ("sys:argv",),
+          "TFX's Beam executors parse sys.argv with absl's flags (base_beam_executor.BaseBeamExecutor's "
+          "__init__): tfxd's `-v` is absl's --verbosity, which took `run` as its value and failed ExampleGen."),
+    Patch("tensorflow.graph_libraries_left_alone", "tensorflow", "2.16.2",
+          ("tensorflow.python.autograph.core.config:CONVERSION_RULES",),
+          "AutoGraph has a do-not-convert rule for `keras` but none for tf_keras (Keras 2 under "
+          "TF_USE_LEGACY_KERAS) or tf.Transform: it transpiled Keras' train step, losses, metrics and layers, "
+          "15 of the taxi Trainer's 17 s first epoch, and the TransformFeaturesLayer, ~0.4 s of each export."),
+    Patch("aiplatform.settings_reset", "google-cloud-aiplatform", "1.165.1",
+          ("google.cloud.aiplatform.initializer:global_config._api_endpoint",
+           "google.cloud.aiplatform.initializer:global_config._api_transport",
+           "google.cloud.aiplatform.initializer:global_config._credentials"),
+          "aiplatform keeps the endpoint, transport and credentials in process-wide state that init() only "
+          "adds to: an earlier call's endpoint or credentials would serve the next call."),
+)
+_BY_ID = {patch.id: patch for patch in PATCHES}
+
+
+def applied(patch_id: str, value: Any, name: str | None = None) -> contextlib.AbstractContextManager[Any]:
+    """Patch ``patch_id``'s target (``name``: of several) is ``value`` in the block (Patch.applied)."""
+    return _BY_ID[patch_id].applied(value, name)
+
+
+def assigned(patch_id: str, value: Any, name: str | None = None) -> None:
+    """Patch ``patch_id``'s target (``name``: of several, None: every one) is ``value`` from now on."""
+    _BY_ID[patch_id].assigned(value, name)
