@@ -55,10 +55,10 @@ $(TYPING_TREE): pyproject.toml tools/typing_tree.py $(wildcard tfxd/*.py) | $(ST
 
 # Maven checks each download against the repository's checksum (-C); the lock pins every jar's sha256 and the
 # set itself (a jar more or less fails too). Built aside and moved in whole: never half an engine.
-$(ENGINES_STAMP): engines/flink/pom.xml engines/spark/pom.xml engines/jars.sha256 | $(STAMP)
+$(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 | $(STAMP)
 	@command -v mvn >/dev/null || { echo "Maven not found: install it (apt-get install maven) and retry" >&2; exit 2; }
 	rm -rf $(ENGINES).partial
-	for engine in flink spark; do \
+	for engine in $(patsubst engines/%/pom.xml,%,$(wildcard engines/*/pom.xml)); do \
 	  mvn -q -B -C -f engines/$$engine/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(ENGINES).partial)/$$engine/jars || exit 1; done
 	cd $(ENGINES).partial && sha256sum --quiet -c $(CURDIR)/engines/jars.sha256

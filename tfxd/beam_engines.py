@@ -1,8 +1,12 @@
-"""The distributed engines Beam runs on here: Flink and Spark, each through Beam's portable job server.
+"""The Beam runners a spec names (beam.runner), one row each, and the engines behind the portable ones:
+Flink and Spark, each through Beam's portable job server.
 
-One table says what each engine is (the job server's main class, the flag that names its master, what
-`make engines` installs and where); `problems` says, in a user's words, what stops one from starting on
-this machine (no Java, Java too old, the jars not installed), for `tfxd validate` and the run alike.
+A row says what the code would otherwise ask of a runner's name: whether Beam runs it in the component's
+own process (sized by tfxd), submits it to a cloud service set by a target's section, or to a job server,
+and for a job server's engine what it is (the main class, the flag that names its master and what a master
+looks like, what `make engines` installs from engines/<name>/pom.xml and where). `problems` says, in a
+user's words, what stops an engine from starting on this machine (no Java, Java too old, the jars not
+installed), for `tfxd validate` and the run alike.
 """
 
 from __future__ import annotations
@@ -36,24 +40,66 @@ JVM_OPENS = tuple(f"--add-opens=java.base/{package}=ALL-UNNAMED" for package in 
 
 
 @dataclass(frozen=True)
-class Engine:
+class Runner:
+    """A Beam runner as the spec names it. A runner with a ``target`` runs on a cloud service whose project,
+    region, image and temp location come from that target's section; an Engine submits to a job server;
+    any other runs in the component's own process (Beam's DirectRunner)."""
+
     name: str  # the spec's beam.runner
     title: str
-    runner: str  # the Python runner class Beam loads (`--runner`): Beam's, optimized by the SDK (tfxd/beam_runners.py)
+    beam_runner: str  # the runner class Beam loads (`--runner`): Beam's own by name, or tfxd's by its dotted name
+    target: str | None = None  # a cloud service's runner: the target (pipeline/spec/targets.py) it runs from
+    sized_by: str | None = None  # where the spec's `workers` does not size it: the Beam flag that does
+
+    @property
+    def in_process(self) -> bool:
+        """In the component's process and the worker processes it starts, sized by tfxd (beam.workers)."""
+        return self.target is None and not isinstance(self, Engine)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Engine(Runner):
+    """A portable runner: Beam's job server for the engine, started by tfxd here or run by the user."""
+
     main: str  # the job server's main class
     master_flag: str  # the job server's flag naming the cluster's master
+    master_example: str  # a cluster's master as a user writes it (the spec's reference, messages)
+    master_scheme: str | None = None  # what a master must start with (None: host:port)
+    embedded: str  # the master of an engine embedded here, {workers} its slots
+    parallelism_flag: str | None = None  # the Beam flag for the engine's parallelism (None: the master sets it)
+    env: tuple[tuple[str, str], ...] = ()  # the job server's own variables, {home} its folder
     version: str  # the engine's own version, as installed
 
     def embedded_master(self, workers: int) -> str:
-        return "[local]" if self.name == "flink" else f"local[{workers}]"
+        return self.embedded.format(workers=workers)
 
 
-ENGINES: dict[str, Engine] = {
-    "flink": Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", "org.apache.beam.runners.flink.FlinkJobServerDriver",
-                    "--flink-master", "1.19"),
-    "spark": Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", "org.apache.beam.runners.spark.SparkJobServerDriver",
-                    "--spark-master-url", "3.5.6"),
-}
+RUNNERS: dict[str, Runner] = {runner.name: runner for runner in (
+    Runner("direct", "Direct", "DirectRunner"),
+    Runner("dataflow", "Dataflow", "DataflowRunner", target="vertex", sized_by="--max_num_workers=N"),
+    Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", main="org.apache.beam.runners.flink.FlinkJobServerDriver",
+           master_flag="--flink-master", master_example="flink-jobmanager:8081", embedded="[local]",
+           parallelism_flag="--parallelism", version="1.19"),
+    # Spark's own launcher code finds its jars under SPARK_HOME (jars/ and RELEASE)
+    Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", main="org.apache.beam.runners.spark.SparkJobServerDriver",
+           master_flag="--spark-master-url", master_example="spark://host:7077", master_scheme="spark://",
+           embedded="local[{workers}]", version="3.5.6",
+           env=(("SPARK_HOME", "{home}"), ("SPARK_SCALA_VERSION", "2.12"), ("SPARK_LOCAL_IP", "127.0.0.1"))),
+)}
+DEFAULT_RUNNER = "direct"
+ENGINES: dict[str, Engine] = {name: runner for name, runner in RUNNERS.items() if isinstance(runner, Engine)}
+
+
+def runner_named(beam_runner: str) -> Runner | None:
+    """The row whose runner Beam's ``--runner`` loads, written any way Beam takes it: a class's dotted name
+    (tfxd's or Beam's own of the same name), its name, or its name less "Runner", in any case
+    (apache_beam/runners/runner.py, create_runner); None for a runner tfxd does not name."""
+    wanted = beam_runner.rsplit(".", 1)[-1].lower()
+    for runner in RUNNERS.values():
+        name = runner.beam_runner.rsplit(".", 1)[-1].lower()
+        if wanted in (name, name.removesuffix("runner")):
+            return runner
+    return None
 
 
 def engines_dir() -> str:

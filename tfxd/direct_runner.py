@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tfxd import patches
+from tfxd.beam_engines import runner_named
 
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
 QUICK_EXIT = "--beam_plugin=tfxd.quick_exit"  # imported by each worker process Beam starts
@@ -57,7 +58,8 @@ def parallel_workers(args: list[str]) -> int:
     from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions, StandardOptions
 
     options = PipelineOptions(args)
-    if (options.view_as(StandardOptions).runner or "DirectRunner") not in ("DirectRunner", "direct"):
+    runner = runner_named(options.view_as(StandardOptions).runner or "DirectRunner")  # Beam's default
+    if runner is None or not runner.in_process:
         return 1
     direct = options.view_as(DirectOptions)
     if direct.direct_running_mode not in ("multi_processing", "multi_threading"):

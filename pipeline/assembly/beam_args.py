@@ -6,7 +6,15 @@ import os
 import posixpath
 import re
 
-from tfxd.beam_engines import CLUSTER_WORKER_POOL_PORT, ENGINES, JOB_ENDPOINT_ENV, WORKER_POOL_ENV
+from tfxd.beam_engines import (
+    CLUSTER_WORKER_POOL_PORT,
+    ENGINES,
+    JOB_ENDPOINT_ENV,
+    RUNNERS,
+    WORKER_POOL_ENV,
+    Engine,
+    runner_named,
+)
 from tfxd.direct_runner import NO_STAGING, direct_args, running_mode
 from tfxd.pipeline.spec.document import Spec
 
@@ -22,7 +30,8 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
     the environment the run sets (tfxd.beam_engines), so that the cache key, which holds the arguments,
     stays the same from run to run while the ports change."""
     beam = spec.beam
-    if beam.runner == "direct":
+    runner = RUNNERS[beam.runner]
+    if runner.in_process:
         if image and not beam.workers:  # in the pipeline's container: Beam counts its CPUs there (0)
             workers, mode = 0, "multi_processing"
         else:
@@ -30,7 +39,7 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
             workers = beam.workers or (1 if small else os.cpu_count() or 1)
             mode = "in_memory" if workers == 1 else "multi_processing"
         args = direct_args(mode, workers)
-    elif beam.runner == "dataflow":
+    elif runner.target is not None:
         vertex = spec.targets.vertex
         assert vertex is not None  # the spec refuses dataflow without targets.vertex
         args = dataflow_args(spec, image or vertex.image)
@@ -78,11 +87,11 @@ def engine_args(spec: Spec, image: str | None) -> list:
         endpoint = "--job_endpoint=" + ph.environment_variable(JOB_ENDPOINT_ENV)
     pool = "--environment_config=" + ph.environment_variable(WORKER_POOL_ENV) if embedded else \
         f"--environment_config=localhost:{CLUSTER_WORKER_POOL_PORT}"
-    args = [f"--runner={engine.runner}", endpoint, "--environment_type=EXTERNAL", pool,
+    args = [f"--runner={engine.beam_runner}", endpoint, "--environment_type=EXTERNAL", pool,
             f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}"]
     workers = engine_workers(spec) if embedded else beam.workers
-    if engine.name == "flink" and workers:
-        args.append(f"--parallelism={workers}")
+    if engine.parallelism_flag and workers:
+        args.append(f"{engine.parallelism_flag}={workers}")
     if embedded:  # Beam starts one SDK worker per node by default, and an embedded engine is one node
         args.append(f"--sdk_worker_parallelism={workers}")
     # TFX stages an sdist of itself unless told where the workers' code is: in the image, or here
@@ -101,7 +110,8 @@ def dataflow_args(spec: Spec, image: str) -> list[str]:
     workers' (Beam's DataflowRunner validates these: tests/kubeflow/test_beam_engines_compiled.py)."""
     vertex = spec.targets.vertex
     assert vertex is not None
-    args = ["--runner=DataflowRunner", f"--project={vertex.project}", f"--region={vertex.region}",
+    args = [f"--runner={RUNNERS[spec.beam.runner].beam_runner}", f"--project={vertex.project}",
+            f"--region={vertex.region}",
             f"--temp_location={posixpath.join(vertex.root, 'beam-tmp')}",
             f"--staging_location={posixpath.join(vertex.root, 'beam-staging')}",
             f"--sdk_container_image={image}", "--experiments=use_runner_v2"]
@@ -130,12 +140,12 @@ def compiled_engine(args: list[str]) -> tuple[str, int] | None:
     of the same name, which files compiled before tfxd's runners carry) and their parallelism (0: not
     given), None for another runner."""
     runner = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--runner=")), None)
-    name = next((engine.name for engine in ENGINES.values()
-                 if runner and runner.rsplit(".", 1)[-1] == engine.runner.rsplit(".", 1)[-1]), None)
-    if name is None:
+    engine = runner_named(runner) if runner else None
+    if not isinstance(engine, Engine):
         return None
-    parallelism = next((arg.split("=", 1)[1] for arg in args if arg.startswith("--parallelism=")), "0")
-    return name, int(parallelism) if parallelism.isdigit() else 0
+    flag = engine.parallelism_flag
+    parallelism = next((arg.split("=", 1)[1] for arg in args if flag and arg.startswith(f"{flag}=")), "0")
+    return engine.name, int(parallelism) if parallelism.isdigit() else 0
 
 
 def on_engine_here(args: list[str], job_endpoint: str, worker_pool: str | None) -> list[str]:

@@ -180,8 +180,7 @@ _QUIETER = ("-Dorg.slf4j.simpleLogger.showDateTime=true",
 
 def _jvm_env(engine: Engine, scratch: str) -> dict[str, str]:
     env = dict(os.environ, TMPDIR=scratch)
-    if engine.name == "spark":  # Spark's own launcher code finds its jars there (jars/ and RELEASE)
-        env.update(SPARK_HOME=home(engine), SPARK_SCALA_VERSION="2.12", SPARK_LOCAL_IP="127.0.0.1")
+    env.update({name: value.format(home=home(engine)) for name, value in engine.env})
     return env
 
 

@@ -17,11 +17,12 @@ from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from tfxd.beam_engines import DEFAULT_RUNNER, ENGINES, RUNNERS
 from tfxd.metrics import METRICS, fitting
 from tfxd.pipeline.spec.base import DOTTED, NAME_PATTERN, Section
 from tfxd.pipeline.spec.data import Data, Feature, Label, Validation
 from tfxd.pipeline.spec.errors import Problems
-from tfxd.pipeline.spec.targets import Targets
+from tfxd.pipeline.spec.targets import TARGET_MODELS, Targets
 from tfxd.pipeline.spec.training import MetricName, Model, Training
 
 
@@ -53,40 +54,52 @@ class Push(Section):
     to: str | None = Field(None, min_length=1, description="a directory or gs://...; default <root>/serving")
 
 
+def _and(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+# The runners by what they share, as the reference says it (tfxd.beam_engines holds what each one is)
+_IN_PROCESS = _and([name for name, runner in RUNNERS.items() if runner.in_process])
+_ENGINES = _and(list(ENGINES))
+
+
 class Beam(Section):
-    runner: Literal["direct", "dataflow", "flink", "spark"] = "direct"
-    workers: int = Field(0, ge=0, description="direct: processes, 0 = auto (one in-memory process for local "
-                         "input under 64 MB, else one per CPU); flink and spark: the parallelism and the number of "
-                         "Python SDK worker processes, 0 = one per CPU here, the cluster's default on a cluster")
-    master: str | None = Field(None, min_length=1, description="flink and spark: the cluster's master, e.g. "
-                               "flink-jobmanager:8081 (flink) or spark://host:7077 (spark); none: an embedded "
-                               "engine on this machine")
-    job_endpoint: str | None = Field(None, pattern=r"^[^\s:/]+:\d+$", description="flink and spark: a Beam job "
+    runner: Literal[tuple(RUNNERS)] = DEFAULT_RUNNER  # type: ignore[valid-type]
+    workers: int = Field(0, ge=0, description=f"{_IN_PROCESS}: processes, 0 = auto (one in-memory process for "
+                         f"local input under 64 MB, else one per CPU); {_ENGINES}: the parallelism and the number "
+                         "of Python SDK worker processes, 0 = one per CPU here, the cluster's default on a cluster")
+    master: str | None = Field(None, min_length=1, description=f"{_ENGINES}: the cluster's master, e.g. "
+                               + " or ".join(f"{engine.master_example} ({name})" for name, engine in ENGINES.items())
+                               + "; none: an embedded engine on this machine")
+    job_endpoint: str | None = Field(None, pattern=r"^[^\s:/]+:\d+$", description=f"{_ENGINES}: a Beam job "
                                      "server already running (host:port), e.g. beside Flink in Kubernetes; tfxd "
                                      "then starts none. Needed on Kubeflow")
     args: list[str] = Field(default_factory=list, description="extra raw Beam arguments, appended last")
 
     @property
     def needs_job_server(self) -> bool:
-        """flink or spark with no job server of the user's: one is started for it (here) or missing (on a
-        cluster)."""
-        return self.runner in ("flink", "spark") and self.job_endpoint is None
+        """A job server's engine (flink, spark) with no job server of the user's: one is started for it
+        (here) or missing (on a cluster)."""
+        return self.runner in ENGINES and self.job_endpoint is None
 
     @model_validator(mode="after")
     def _check(self) -> Beam:
         problems = Problems()
-        engine = self.runner in ("flink", "spark")
+        engine = ENGINES.get(self.runner)
         for key in ("master", "job_endpoint"):
-            if not engine and getattr(self, key) is not None:
+            if engine is None and getattr(self, key) is not None:
                 problems.add((key,), f"`{key}` does not apply to runner {self.runner}", "remove it")
         if self.master is not None and self.job_endpoint is not None:
             problems.add(("master",), "a running job server (`job_endpoint`) already knows its cluster's master",
                          "keep one: `master` (tfxd starts a job server here for that cluster) or `job_endpoint`")
-        if self.runner == "spark" and self.master is not None and not self.master.startswith("spark://"):
-            problems.add(("master",), f"spark's master {self.master!r} is not a standalone master URL",
-                         "write spark://host:7077, or leave `master` out for an embedded Spark here")
-        if self.runner == "dataflow" and self._explicit("workers"):
-            problems.add(("workers",), "`workers` does not size Dataflow", "pass --max_num_workers=N in beam.args")
+        if engine and engine.master_scheme and self.master is not None and not self.master.startswith(
+                engine.master_scheme):
+            problems.add(("master",), f"{self.runner}'s master {self.master!r} is not a standalone master URL",
+                         f"write {engine.master_example}, or leave `master` out for an embedded {engine.title} here")
+        sized_by = RUNNERS[self.runner].sized_by
+        if sized_by and self._explicit("workers"):
+            problems.add(("workers",), f"`workers` does not size {RUNNERS[self.runner].title}",
+                         f"pass {sized_by} in beam.args")
         problems.raise_if_any()
         return self
 
@@ -121,10 +134,11 @@ class Spec(Section):
                 if task not in METRICS[metric].tasks:
                     problems.add((section, "metrics", index), f"metric {metric} does not fit a {task} label",
                                  f"metrics for {task}: {', '.join(fitting(task))}")
-        if self.beam.runner == "dataflow" and self.targets.vertex is None:
-            problems.add(("beam", "runner"), "the dataflow runner takes its project, region, image and temp "
-                         "location from targets.vertex, which the spec does not have",
-                         "add targets.vertex (project, region, image, root)")
+        target = RUNNERS[self.beam.runner].target
+        if target is not None and self.targets.section(target) is None:
+            problems.add(("beam", "runner"), f"the {self.beam.runner} runner takes its project, region, image and "
+                         f"temp location from targets.{target}, which the spec does not have",
+                         f"add targets.{target} ({TARGET_MODELS[target].NEEDS})")
         if self.validation.drift is not None and self.data.span_pattern is None:
             problems.add(("validation", "drift"), "the drift gate compares each span of the data with the "
                          "previous one, and data.path has no spans",

@@ -191,8 +191,8 @@ def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path
     expected = [f"{index}-{record}".encode() for index in range(FILES) for record in range(RECORDS)]
     seen = {}
     with beam_engine.running(ENGINES[engine], None, 2, str(tmp_path / "logs")) as running:
-        for runner in (ENGINES[engine].runner, f"apache_beam.runners.portability.{engine}_runner."
-                                               f"{engine.title()}Runner"):
+        for runner in (ENGINES[engine].beam_runner, f"apache_beam.runners.portability.{engine}_runner."
+                                                    f"{engine.title()}Runner"):
             bundles = tmp_path / f"bundles-{len(seen)}"  # what each bundle read, a file a bundle
             bundles.mkdir()
             options = PipelineOptions([f"--runner={runner}", f"--job_endpoint={running.job_endpoint}",
