@@ -36,6 +36,7 @@ from tfxd.components.example_gen import (
 )
 from tfxd.components.example_gen.span_decision import FILES_KEY
 from tfxd.files import PipelineTempRemovedExecutor, empty_outputs
+from tfxd.formats import FORMATS
 from tfxd.reader_config import ReaderConfig
 
 REPORT_DIR_KEY = "_tfxd_report_dir"
@@ -147,7 +148,7 @@ def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], s
     """One input split -> tf.Examples (partitioned by TFX afterwards). For bigquery, TFX passes the
     query as ``split_pattern``."""
     config = reader_config.of(exec_properties)
-    if config.format == "bigquery":
+    if not FORMATS[config.format].files:
         # start-up: Beam's BigQuery IO (the google-cloud-bigquery client) loads only for BigQuery data
         from tfxd.components.example_gen import bigquery
 

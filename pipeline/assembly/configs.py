@@ -15,6 +15,7 @@ from typing import Any
 
 from tfxd import expressions, keys, spans
 from tfxd.files import is_uri
+from tfxd.formats import FORMATS
 from tfxd.pipeline.spec.data_files import column_uses
 from tfxd.pipeline.spec.errors import format_path
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -62,7 +63,7 @@ def example_gen_config(loaded: LoadedSpec, project: str | None = None) -> Exampl
     numeric, label, needs = data_checks(loaded)
     reader = ReaderConfig(format=data.format, bad_records=data.bad_records, columns=dict(data.columns),
                           project=project, numeric=numeric, label=label, needs=needs)
-    if data.format == "bigquery":
+    if not FORMATS[data.format].files:
         return ExampleGenConfig(None, [("single_split", data.query or "")], hash_buckets(data.ratios), reader,
                                 data.split_key)
     path = loaded.resolve(data.path or "")

@@ -33,6 +33,7 @@ from tfxd.components.statistics_gen.component import StatisticsGen
 from tfxd.components.trainer.component import Trainer
 from tfxd.components.trainer.job_launch import OperatorTrainer
 from tfxd.components.transform.component import Transform
+from tfxd.formats import FORMATS
 from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
 from tfxd.pipeline.assembly.beam_args import beam_args, example_gen_args
@@ -158,7 +159,7 @@ def _example_gen(loaded: LoadedSpec, place: Placement):
     # pattern splits: no output split config, each input split is an output split
     output_config = example_gen_pb2.Output(split_config=split_config) if config.output_buckets else (
         example_gen_pb2.Output())
-    if spec.data.format == "bigquery":
+    if not FORMATS[spec.data.format].files:
         return BigQueryExampleGen(input_config, output_config, config.reader)
     reader, span = config.reader, ""
     if reader.spans is not None:

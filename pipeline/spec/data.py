@@ -18,12 +18,15 @@ from pydantic import (
 from typing_extensions import TypeIs
 
 from tfxd import spans as span_patterns
+from tfxd.formats import FORMATS
 from tfxd.metrics import TASKS
 from tfxd.pipeline.spec.base import IDENTIFIER, SPLIT_NAME, Section, check_expression, drop_keys
 from tfxd.pipeline.spec.errors import Problems
 from tfxd.transforms import OPTIONS, TRANSFORMS, taking
 
 Task = Literal[TASKS]  # type: ignore[valid-type]
+# the formats read from a query (data.query) rather than from files (tfxd.formats)
+_QUERIED = " or ".join(name for name, data_format in FORMATS.items() if not data_format.files)
 
 
 class Spans(Section):
@@ -67,10 +70,9 @@ class Spans(Section):
 
 
 class Data(Section):
-    format: Literal["csv", "parquet", "tfrecord", "jsonl", "bigquery"] = Field(
-        description="csv | parquet | tfrecord | jsonl | bigquery")
-    path: str | None = Field(None, min_length=1, description="a file, a directory or a glob (not for bigquery)")
-    query: str | None = Field(None, min_length=1, description="the SQL to read (bigquery only)")
+    format: Literal[tuple(FORMATS)] = Field(description=" | ".join(FORMATS))  # type: ignore[valid-type]
+    path: str | None = Field(None, min_length=1, description=f"a file, a directory or a glob (not for {_QUERIED})")
+    query: str | None = Field(None, min_length=1, description=f"the SQL to read ({_QUERIED} only)")
     columns: dict[str, Literal["int", "float", "string"]] = Field(
         default_factory=dict, description="type hints per column: int | float | string")
     splits: dict[str, float | str] = Field(
@@ -108,17 +110,17 @@ class Data(Section):
     @model_validator(mode="after")
     def _check(self) -> Data:
         problems = Problems()
-        if self.format == "bigquery":
+        if not FORMATS[self.format].files:
             if self.query is None:
-                problems.add(("query",), "bigquery reads need a query", "add `query: SELECT ... FROM ...`")
+                problems.add(("query",), f"{self.format} reads need a query", "add `query: SELECT ... FROM ...`")
             if self.path is not None:
-                problems.add(("path",), "`path` is not used with format bigquery", "remove `path`; use `query`")
+                problems.add(("path",), f"`path` is not used with format {self.format}", "remove `path`; use `query`")
         else:
             if self.path is None:
                 problems.add(("path",), f"format {self.format} needs a path",
                              "add `path:` with a file, a directory or a glob")
             if self.query is not None:
-                problems.add(("query",), "`query` is only for format bigquery", "remove `query`")
+                problems.add(("query",), f"`query` is only for format {_QUERIED}", "remove `query`")
         self._check_splits(problems)
         self._check_spans(problems)
         problems.raise_if_any()
@@ -173,8 +175,8 @@ class Data(Section):
                          "give every split a ratio (0.8) or every split a pattern ('train/*')")
             return
         if self.patterns:
-            if self.format == "bigquery":
-                problems.add(("splits",), "file-pattern splits do not apply to bigquery", "use ratios")
+            if not FORMATS[self.format].files:
+                problems.add(("splits",), f"file-pattern splits do not apply to {self.format}", "use ratios")
             if self.split_key is not None:
                 problems.add(("split_key",), "`split_key` only applies to ratio splits",
                              "remove `split_key`, or use ratios")

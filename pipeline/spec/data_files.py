@@ -4,7 +4,6 @@ assembly sizes Beam and tells ExampleGen which columns it must look for itself."
 
 from __future__ import annotations
 
-import csv
 import glob
 import os
 from collections.abc import Callable
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 
 from tfxd import expressions, spans
 from tfxd.files import is_uri
+from tfxd.formats import FORMATS
 from tfxd.pipeline.spec.data import Data
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.errors import Path, Problems, closest
@@ -65,19 +65,9 @@ def _span_files(data: Data, resolve: Callable[[str], str]) -> list[str]:
 
 
 def _columns(data_format: str, files: list[str]) -> tuple[str, list[str]] | None:
-    if data_format not in ("csv", "parquet") or not files:
-        return None
-    first = files[0]
-    try:
-        if data_format == "csv":
-            with open(first, newline="", encoding="utf-8", errors="replace") as handle:
-                header = next(csv.reader(handle), None)
-            return (first, [name.strip() for name in header]) if header else None
-        import pyarrow.parquet as pq  # start-up: only a Parquet spec pays for pyarrow
-
-        return first, list(pq.read_schema(first).names)
-    except (OSError, ValueError, csv.Error):
-        return None
+    read = FORMATS[data_format].columns
+    names = read(files[0]) if read is not None and files else None
+    return (files[0], names) if names else None
 
 
 def column_uses(spec: Spec) -> list[tuple[Path, str, str]]:
