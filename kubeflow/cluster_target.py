@@ -29,6 +29,7 @@ class ClusterTarget(ABC):
     NAME: ClassVar[str]  # the spec's targets.<NAME> and `--target NAME`
     TITLE: ClassVar[str]  # the service as its users call it
     EXTENSION: ClassVar[str]  # of the compiled file
+    COMPILED: ClassVar[str]  # what the compiled file is, as replay names it to a user
     # TFX's compiler option: PipelineSpec schema 2.1.0 (typed parameters), the only one KFP's backend takes
     PIPELINE_SPEC_2_1: ClassVar[bool]
     # replay runs a task as this service would: its launcher runs a container's lifecycle hooks (TFX's
@@ -46,6 +47,11 @@ class ClusterTarget(ABC):
     @abstractmethod
     def render(self, job: dict[str, Any]) -> str:
         """The compiled file's text, from the PipelineJob as TFX's compiler made it."""
+
+    @abstractmethod
+    def read_compiled(self, document: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The PipelineSpec and the runtime config (empty where the file has none) of a compiled file as
+        ``render`` writes it, parsed; None for a document that is not one (replay asks each target)."""
 
     # ---------------------------------------------------------------- one run
 

@@ -58,6 +58,7 @@ class KubeflowPipelines(ClusterTarget):
     NAME: ClassVar[str] = NAME
     TITLE: ClassVar[str] = "Kubeflow Pipelines"
     EXTENSION: ClassVar[str] = ".yaml"
+    COMPILED: ClassVar[str] = "a KFP PipelineSpec (root, deploymentSpec)"
     PIPELINE_SPEC_2_1: ClassVar[bool] = True
     RUNS_LIFECYCLE_HOOKS: ClassVar[bool] = False
     RUNS_RESOLVERS: ClassVar[bool] = False
@@ -74,6 +75,11 @@ class KubeflowPipelines(ClusterTarget):
 
     def render(self, job: dict[str, Any]) -> str:
         return yaml.safe_dump(job["pipelineSpec"], sort_keys=True)
+
+    def read_compiled(self, document: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        if isinstance(document, dict) and "root" in document and "deploymentSpec" in document:
+            return document, {}
+        return None
 
     def submit(self, spec: Spec, compiled_path: str, *, wait: bool = False, endpoint: str | None = None,
                credentials: Any = None, on_state: OnState | None = None) -> str:

@@ -41,6 +41,7 @@ class VertexPipelines(ClusterTarget):
     NAME: ClassVar[str] = NAME
     TITLE: ClassVar[str] = "Vertex AI Pipelines"
     EXTENSION: ClassVar[str] = ".json"
+    COMPILED: ClassVar[str] = "a Vertex PipelineJob (pipelineSpec, runtimeConfig)"
     PIPELINE_SPEC_2_1: ClassVar[bool] = False
     RUNS_LIFECYCLE_HOOKS: ClassVar[bool] = True
     RUNS_RESOLVERS: ClassVar[bool] = True
@@ -51,6 +52,11 @@ class VertexPipelines(ClusterTarget):
 
     def render(self, job: dict[str, Any]) -> str:
         return json.dumps(job, indent=2, sort_keys=True) + "\n"
+
+    def read_compiled(self, document: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        if isinstance(document, dict) and isinstance(document.get("pipelineSpec"), dict):
+            return document["pipelineSpec"], document.get("runtimeConfig") or {}
+        return None
 
     def submit(self, spec: Spec, compiled_path: str, *, wait: bool = False, endpoint: str | None = None,
                credentials: Any = None, on_state: OnState | None = None) -> str:

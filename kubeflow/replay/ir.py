@@ -13,9 +13,7 @@ from typing import Any
 import yaml
 
 from tfxd.kubeflow.cluster_target import ClusterTarget
-from tfxd.kubeflow.kubeflow_pipelines import KubeflowPipelines
-from tfxd.kubeflow.targets import cluster_target
-from tfxd.kubeflow.vertex import VertexPipelines
+from tfxd.kubeflow.targets import TARGETS, cluster_target
 
 
 class ReplayError(Exception):
@@ -44,7 +42,8 @@ class Compiled:
 
 
 def load_compiled(path: str) -> Compiled:
-    """A Vertex PipelineJob (JSON with `pipelineSpec`) or a KFP PipelineSpec (YAML or JSON)."""
+    """A compiled file of one of the targets (kubeflow.targets): each says whether the document is one of
+    its files (a KFP PipelineSpec in YAML or JSON, a Vertex PipelineJob in JSON with `pipelineSpec`)."""
     try:
         with open(path, encoding="utf-8") as handle:
             text = handle.read()
@@ -55,12 +54,12 @@ def load_compiled(path: str) -> Compiled:
     except yaml.YAMLError as exc:
         raise ReplayError(f"{path} is neither JSON nor YAML: {exc}") from exc
     document = documents[0] if documents else None
-    if isinstance(document, dict) and isinstance(document.get("pipelineSpec"), dict):
-        return Compiled(path, VertexPipelines.NAME, document["pipelineSpec"], document.get("runtimeConfig") or {})
-    if isinstance(document, dict) and "root" in document and "deploymentSpec" in document:
-        return Compiled(path, KubeflowPipelines.NAME, document)
-    raise ReplayError(f"{path} is not a compiled pipeline: expected a Vertex PipelineJob (pipelineSpec, "
-                      "runtimeConfig) or a KFP PipelineSpec (root, deploymentSpec)")
+    for target in TARGETS.values():
+        found = target.read_compiled(document)
+        if found is not None:
+            return Compiled(path, target.NAME, *found)
+    raise ReplayError(f"{path} is not a compiled pipeline: expected "
+                      + " or ".join(target.COMPILED for target in TARGETS.values()))
 
 
 # ---------------------------------------------------------------------------------------------- values
