@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.conftest import REPO
+from tfxd.beam_engines import RUNNERS
+from tfxd.formats import FORMATS
 from tfxd.pipeline.spec.targets import TARGETS
 from tools.typing_tree import package_dirs
 
@@ -233,6 +235,51 @@ def test_the_target_check_sees_a_branch_on_a_name(tmp_path):
                       '    if kind == "INT": pass\n'  # not a target's name
                       '    return {"local": True}\n')  # a key, not a branch
     assert [line.split(" (line ")[1].split(")")[0] for line in _target_branches("x", module)] == ["2", "3", "4", "6"]
+
+
+# where a Beam runner or a data format is told apart by name: their tables; and ExampleGen's readers, by
+# format, whose keys tests/tfxd/test_runners_and_formats.py holds to the formats table's
+RUNNER_AND_FORMAT_TABLES = ("tfxd.beam_engines", "tfxd.formats")
+FORMAT_READERS = {"tfxd.components.example_gen.records": "READERS",
+                  "tfxd.components.example_gen.column_sources": "SOURCES"}
+
+
+def _runner_and_format_names(name: str, path: Path) -> list[str]:
+    """Where a module writes a runner's or a format's name as a string of its own (a comparison, a Literal's
+    choices, a key, a default) rather than reading its row (tfxd.beam_engines.RUNNERS, tfxd.formats.FORMATS).
+    A name inside a sentence is a message's, and the keys of the module's table of readers are allowed."""
+    tree = _tree(path)
+    readers = [node.value.keys for node in tree.body if isinstance(node, (ast.Assign, ast.AnnAssign))
+               and isinstance(node.value, ast.Dict) and FORMAT_READERS.get(name) in
+               [target.id for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                if isinstance(target, ast.Name)]]
+    allowed = {id(key) for keys in readers for key in keys}
+    return [f"{name} (line {node.lineno}) names {node.value!r} where it could read tfxd.beam_engines' or "
+            "tfxd.formats' row" for node in ast.walk(tree) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and (node.value in RUNNERS or node.value in FORMATS)
+            and id(node) not in allowed]
+
+
+def test_a_runner_or_a_format_is_read_from_its_row_not_named():
+    """What differs between Beam runners (in process, a cloud's, a job server's engine) and between data
+    formats (files or a query, columns told cheaply) is a row's; a new runner or format is one new row
+    (and its pom, its reader), not a name checked in the spec, the assembly and the run."""
+    named = [line for name, path in MODULES.items() if name not in RUNNER_AND_FORMAT_TABLES
+             for line in _runner_and_format_names(name, path)]
+    assert not named, "\n".join(named)
+
+
+def test_the_runner_and_format_check_sees_a_name(tmp_path):
+    module = tmp_path / "records.py"
+    module.write_text('READERS = {"csv": read_csv}\n'  # the readers' own table: allowed
+                      'def f(beam, data, message):\n'
+                      '    if beam.runner == "spark": pass\n'
+                      '    runner: Literal["direct", "dataflow"] = "direct"\n'
+                      '    other = {"csv": 1}\n'
+                      '    return f"spark\'s master {message}", "the csv header"\n')  # messages
+    found = _runner_and_format_names("tfxd.components.example_gen.records", module)
+    assert sorted(int(line.split(" (line ")[1].split(")")[0]) for line in found) == [3, 4, 4, 4, 5]
+    assert len(_runner_and_format_names("tfxd.cli.records", module)) == 6  # elsewhere, the key is a name too
 
 
 def test_no_circle():
