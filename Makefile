@@ -68,13 +68,14 @@ $(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 | $(STAMP)
 
 engines: $(ENGINES_STAMP)
 
-# One Go module (conformance/go.mod), two judges: the Training Operator's (TFJob) and Kubeflow Trainer v2's
-# with JobSet's (TrainJob); built together, they compile the Kubernetes libraries they share once. The CRDs
-# each reads come from the same module versions, and sit beside the programs.
+# One Go module (conformance/go.mod), three judges: the Training Operator's (TFJob), Kubeflow Trainer v2's
+# with JobSet's (TrainJob), and the cron parsers of KFP (robfig/cron v1) and, standing in for Vertex's,
+# robfig/cron v3; built together, they compile the Kubernetes libraries they share once. The CRDs each reads
+# come from the same module versions, and sit beside the programs.
 $(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conformance/*/*.go conformance/*/*/*.go)
-	@command -v go >/dev/null || { echo "Go not found: make test builds Kubeflow's own code to judge tfxd's TFJobs and TrainJobs; install Go 1.26 or newer (https://go.dev/doc/install, or apt-get install golang-go where it is 1.26) and retry" >&2; exit 2; }
+	@command -v go >/dev/null || { echo "Go not found: make test builds Kubeflow's own code to judge tfxd's TFJobs, TrainJobs and schedules; install Go 1.26 or newer (https://go.dev/doc/install, or apt-get install golang-go where it is 1.26) and retry" >&2; exit 2; }
 	@rm -rf $(CONFORMANCE).partial && mkdir -p $(CONFORMANCE).partial/crds
-	cd conformance && go build -mod=readonly -trimpath -buildvcs=false -o $(abspath $(CONFORMANCE)).partial/ ./training-operator ./trainer
+	cd conformance && go build -mod=readonly -trimpath -buildvcs=false -o $(abspath $(CONFORMANCE)).partial/ ./training-operator ./trainer ./cron
 	cd conformance && install -m 644 "$$(go list -mod=readonly -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds/kubeflow.org_tfjobs.yaml" $(abspath $(CONFORMANCE)).partial/
 	cd conformance && install -m 644 "$$(go list -mod=readonly -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2)"/manifests/base/crds/trainer.kubeflow.org_*.yaml "$$(go list -mod=readonly -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" $(abspath $(CONFORMANCE)).partial/crds/
 	rm -rf $(CONFORMANCE) && mv $(CONFORMANCE).partial $(CONFORMANCE) && touch $@
