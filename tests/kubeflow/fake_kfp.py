@@ -5,7 +5,8 @@ experiments and recurring runs. Paths and snake_case bodies are those of `kfp_se
 It refuses what the real server refuses (400, with the server's words), so a test cannot pass on a
 request the service would reject: a body with a field its API type does not have (grpc-gateway's
 protojson), a pipeline spec the backend refuses or cannot run (kfp_rules.backend_problems), a
-recurring run's max concurrency outside 1-10 or a cron robfig/cron cannot parse.
+recurring run's max concurrency outside 1-10 or a cron robfig/cron v1.2.0's `cron.Parse` refuses (judged
+by that code itself: tests/conformance/cron_judge.py).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 
 import kfp_server_api.models
 
+from tests.conformance.cron_judge import KFP_REFUSAL, kfp_problem
 from tests.kubeflow.fake_http import FakeServer
-from tests.kubeflow.kfp_rules import backend_problems, cron_problem
+from tests.kubeflow.kfp_rules import backend_problems
 
 _API = "/apis/v2beta1"
 _TIME = "2030-01-01T03:00:00Z"
@@ -157,9 +159,8 @@ class FakeKfp(FakeServer):
             return _invalid("Invalid input error: Max concurrency of a recurring run must be at least 1 and at "
                             f"most 10. Received {concurrency}")
         cron = ((body.get("trigger") or {}).get("cron_schedule") or {}).get("cron")
-        if cron is not None and (problem := cron_problem(cron)):
-            return _invalid("Invalid input error: Schedule cron is not a supported format"
-                            f"(https://godoc.org/github.com/robfig/cron). Error: {problem}")
+        if cron is not None and (problem := kfp_problem(cron)):
+            return _invalid(KFP_REFUSAL.format(problem))
         return 200, self.add_recurring_run(body)
 
     def _list_recurring_runs(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
