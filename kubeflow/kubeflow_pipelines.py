@@ -211,20 +211,12 @@ def submit_kubeflow(spec: Spec, compiled_path: str, *, wait: bool = False, host:
 
 def kfp_cron(schedule: Schedule) -> str:
     """KFP's cron (robfig/cron) has a seconds field first and days of the week 0-6: '0 ' + the spec's
-    five fields, a Sunday written 7 written 0. KFP has no time zone, so only UTC is taken."""
+    five fields, Sunday written 0 (cron.with_sunday_as_zero). KFP has no time zone, so only UTC is taken."""
     if schedule.timezone not in cron.KFP_TIMEZONES:
         raise ScheduleError(f"Kubeflow Pipelines schedules have no time zone (they follow the cluster's "
                             f"clock, normally UTC), so {schedule.timezone!r} cannot be honoured; set "
                             f"targets.kubeflow.schedule.timezone: UTC and shift the cron's hours")
-    *fields, weekday = schedule.cron.split()
-    items = []
-    for item in weekday.split(","):
-        if item == "7":
-            item = "0"
-        elif (match := re.fullmatch(r"([0-6])-7", item)) is not None:
-            item = f"{match.group(1)}-6,0"
-        items.append(item)
-    return " ".join(["0", *fields, ",".join(items)])
+    return f"0 {cron.with_sunday_as_zero(schedule.cron)}"
 
 
 def _description(spec: Spec, compiled_path: str) -> str:

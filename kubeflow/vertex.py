@@ -26,6 +26,7 @@ from tfxd.kubeflow.clients import (
     vertex_sdk,
 )
 from tfxd.kubeflow.cluster_target import ClusterTarget, ScheduleError
+from tfxd.pipeline.spec import cron
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import Schedule, VertexTarget
@@ -186,8 +187,10 @@ def submit_vertex(spec: Spec, compiled_path: str, *, wait: bool = False, credent
 
 
 def vertex_cron(schedule: Schedule) -> str:
-    """Vertex takes the time zone as a prefix of the cron."""
-    return f"TZ={schedule.timezone} {schedule.cron}"
+    """Vertex takes the time zone as a prefix of the cron. Sunday is written 0, never 7: Vertex documents
+    its cron by Wikipedia's page, where 7 is Sunday only "on some systems", and robfig/cron v3, whose
+    TZ=/CRON_TZ= prefixes Vertex's cron takes, refuses it."""
+    return f"TZ={schedule.timezone} {cron.with_sunday_as_zero(schedule.cron)}"
 
 
 def _find(spec: Spec, credentials: Any, api_endpoint: str | None) -> list[Any]:

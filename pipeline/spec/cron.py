@@ -29,6 +29,8 @@ def cron_problem(expression: str) -> str | None:
             base, step = match.groups()
             if step is not None and int(step) == 0:
                 return f"the {name} field {text!r} has a step of 0"
+            if step is not None and int(step) > high:  # runs once, as none would; KFP refuses one past a Go int
+                return f"the {name} field {text!r} has a step beyond {high}"
             if base == "*":
                 continue
             bounds = [_value(part, name) for part in base.split("-")]
@@ -38,6 +40,25 @@ def cron_problem(expression: str) -> str | None:
             if len(numbers) == 2 and numbers[0] > numbers[1]:
                 return f"the {name} field {text!r} has a range that runs backwards"
     return None
+
+
+def with_sunday_as_zero(expression: str) -> str:
+    """A valid ``expression`` with Sunday written 0 in its day of week, never 7: robfig/cron, which Kubeflow
+    Pipelines parses crons with, takes days 0-6 only, and so do other parsers of the unix cron."""
+    *fields, weekday = expression.split()
+    return " ".join([*fields, ",".join(_sunday_as_zero(item) for item in weekday.split(","))])
+
+
+def _sunday_as_zero(item: str) -> str:
+    base, _, step = item.partition("/")
+    low, _, high = base.partition("-")
+    if base == "*" or _value(high or low, "day of week") != 7:
+        return item
+    start = _value(low, "day of week")
+    if start == 7:  # 7, 7-7 or 7/n: Sunday alone
+        return "0"
+    days = f"{low}-6" + (f"/{step}" if step else "")  # low-7/n: the days up to Saturday, Sunday if n lands on it
+    return f"{days},0" if start is not None and (7 - start) % int(step or 1) == 0 else days
 
 
 def _value(text: str, field_name: str) -> int | None:
