@@ -9,14 +9,14 @@ SparkPipelineRunner: "anyMatch(... ExecutableStage.URN ...) ? trimmedPipeline : 
 - Reads on one worker. Beam's Python SDK reads files (ReadFromTFRecord, so every TFXIO read in TFX's
   components) through a splittable DoFn behind one Impulse element, and the job servers fuse the split and
   the read into the stage that holds that one element: one Spark task or Flink subtask reads and processes
-  all the input while the others idle (Spark's event log of StatisticsGen and Transform: in every heavy
-  stage one task ran 15-20 s and the other under 0.1 s). The SDK's `expand_sdf` phase puts a Reshuffle,
+  all the input while the others idle (as Spark's event log of StatisticsGen and Transform showed, in
+  every heavy stage). The SDK's `expand_sdf` phase puts a Reshuffle,
   which both engines run natively, between the split and the read.
 - A stage break at every ParDo with side inputs. The Java fuser never fuses one into its producer's stage
   ("we break fusion to simplify this inspection", GreedyPCollectionFusers.canFuseParDo): tf.Transform's
   Transform step and others read side inputs, so every record batch went from Python to the JVM and back
-  twice more (Transform on 500,000 taxi rows: read+decode, transform, encode+write as three stages,
-  16 s; fused by the SDK, one stage of 13 s). The SDK's fuser breaks fusion only where a side input
+  twice more (Transform's transform phase: read+decode, transform, encode+write as three stages, where
+  the SDK's fusion makes one). The SDK's fuser breaks fusion only where a side input
   depends on the stage itself.
 
 The runners set the experiment on the options unless the pipeline set its own `pre_optimize`. A

@@ -12,9 +12,9 @@ Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
   GitHub: offline a failed download, up to seconds a pipeline and temporary folders left behind; online
   another engine than the one tfxd sizes. It skips Prism for a pipeline pinned to an update compatibility
   version: pinning Beam's own version changes no transform (none is "prior to" it).
-- Beam waits for its worker processes to exit one after the other when a pipeline ends, and each spent
-  about 0.5 s in Python's last garbage collections: a Beam plugin (tfxd.quick_exit, imported by each
-  worker at its start) has them skipped.
+- Beam waits for its worker processes to exit one after the other when a pipeline ends, and each spends
+  its exit in Python's last garbage collections over everything it imported: a Beam plugin
+  (tfxd.quick_exit, imported by each worker at its start) has them skipped.
 """
 
 from __future__ import annotations

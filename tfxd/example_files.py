@@ -7,8 +7,8 @@ at a time, tfx_bsl counts each for its telemetry, Beam's BatchElements gathers t
 1,000, and tfx_bsl decodes each list into an Arrow RecordBatch. Here each gzipped file (ExampleGen writes
 its examples as such) is read as one element: its records are unframed a block at a time, every CRC
 checked, and handed on in lists of the same size to the same decoder (tfx_bsl's _DecodeBatchExamplesDoFn),
-raw-record column and projection included. On 1M taxi rows Transform took about 0.7 of its time (47 s ->
-32 s) and StatisticsGen about 0.8 (26 s -> 21 s), medians on 2 Beam workers on a slow machine.
+raw-record column and projection included: no record is an element of its own, counted or batched on its
+own (bench/RESULTS.md has what it saved).
 
 The RecordBatches hold the same rows; only the cut between batches differs, as Beam's adaptive batches
 differ between runs too. Which rows each worker gets, and in which order, is kept as it was: tf.Transform's

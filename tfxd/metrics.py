@@ -65,8 +65,8 @@ _UNIT = (0.0, 1.0)  # accuracies, areas under curves, precision, recall
 _ERROR = (0.0, math.inf)  # losses and errors
 _BY_TASK_ACCURACY = {"binary": "BinaryAccuracy", "multiclass": "SparseCategoricalAccuracy"}
 # Keras' AUC default, named so that TFMA uses it too: the Evaluator's AUC is then the Trainer's figure,
-# computed the same way. TFMA's own default, 10,000 thresholds, cost about 0.04 s a slice in Python (1 s
-# of the taxi Evaluator's 4.5, over 25 slices) and moved taxi's AUC by 5e-5 (bench/RESULTS.md, Evaluator).
+# computed the same way. TFMA's own default, 10,000 thresholds, builds that many confusion matrices in
+# Python for every slice, for an AUC that differs in the fifth decimal (bench/RESULTS.md, Evaluator).
 _AUC_THRESHOLDS = {"num_thresholds": 200}
 
 METRICS: dict[str, Metric] = {

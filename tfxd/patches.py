@@ -96,20 +96,21 @@ PATCHES: tuple[Patch, ...] = (
     Patch("tfx_bsl.batched_reads", "tfx-bsl", "1.16.1",
           ("tfx_bsl.tfxio.tf_example_record:TFExampleRecord.BeamSource",),
           "Transform and StatisticsGen read every example one record at a time through Beam's TFRecord source "
-          "and BatchElements: about 0.7 and 0.8 of their time on 1M taxi rows (tfxd/example_files.py)."),
+          "and BatchElements, a Beam element and a Python call chain per record before tfx_bsl decodes them a "
+          "list at a time; tfxd/example_files.py hands the decoder the same lists read a file at a time."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
-          "(apache_beam/transforms/userstate.py, get_dofn_specs): ~130,000 signatures, seconds of a "
-          "Transform of a few hundred rows."),
+          "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "
+          "signature read again thousands of times, of functions whose parameters were fixed when defined."),
     Patch("beam.option_views_remembered", *_BEAM, ("apache_beam.options.pipeline_options:PipelineOptions.view_as",),
           "Beam views a pipeline's options several times for every transform it applies (apache_beam/"
-          "pipeline.py, _apply_internal), each view parsing the arguments again: ~1,900 parses, ~0.5 s of a "
-          "Transform."),
+          "pipeline.py, _apply_internal), each view building an argparse parser and parsing the arguments "
+          "again, though a view holds no values of its own (it reads the options' shared dictionary)."),
     Patch("beam.state_cache_off", *_BEAM,
           ("apache_beam.runners.portability.fn_api_runner.worker_handlers:STATE_CACHE_SIZE_MB",),
           "Beam's in-process runner weighs every value it caches (side inputs, iterables) by walking its object "
-          "graph (objsize): about a tenth of Transform's time on the taxi example; in one process the state is "
-          "in memory already. Read when the runner starts its embedded worker."),
+          "graph (objsize), every value every time, to bound a cache that in one process holds what is in "
+          "memory already. Read when the runner starts its embedded worker."),
     Patch("tfx.orchestrator_pinned", *_TFX, ("tfx.orchestration.beam.beam_dag_runner:beam",),
           "TFX's BeamDagRunner makes its Beam pipeline without options (run_with_ir: beam.Pipeline()), so "
           "Beam 2.74's DirectRunner hands it to Prism: a download from GitHub, offline a failure and temporary "
@@ -120,8 +121,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch("tensorflow.graph_libraries_left_alone", "tensorflow", "2.16.2",
           ("tensorflow.python.autograph.core.config:CONVERSION_RULES",),
           "AutoGraph has a do-not-convert rule for `keras` but none for tf_keras (Keras 2 under "
-          "TF_USE_LEGACY_KERAS) or tf.Transform: it transpiled Keras' train step, losses, metrics and layers, "
-          "15 of the taxi Trainer's 17 s first epoch, and the TransformFeaturesLayer, ~0.4 s of each export."),
+          "TF_USE_LEGACY_KERAS) or tf.Transform: it transpiled Keras' train step, losses, metrics and layers "
+          "when the first epoch traced them, and the TransformFeaturesLayer at each export: code written for "
+          "graphs already, converted again for nothing."),
     Patch("aiplatform.settings_reset", "google-cloud-aiplatform", "1.165.1",
           ("google.cloud.aiplatform.initializer:global_config._api_endpoint",
            "google.cloud.aiplatform.initializer:global_config._api_transport",

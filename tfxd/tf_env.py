@@ -23,8 +23,8 @@ def configure(verbose: bool | None = None) -> None:
     if verbose is None:
         verbose = os.environ.get(VERBOSE_ENV) == "1"
     os.environ["TF_USE_LEGACY_KERAS"] = "1"
-    # pydantic looks up third-party plugins through package metadata on first use (~40 ms of a
-    # sub-half-second `tfxd validate`); tfxd's spec models use none
+    # pydantic looks up third-party plugins through package metadata on first use (tens of milliseconds of
+    # a `tfxd validate` that answers in well under half a second); tfxd's spec models use none
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
     if verbose:
         os.environ["TF_CPP_MIN_LOG_LEVEL"] = "0"

@@ -11,7 +11,7 @@ TFX's TFXIO, Beam) reads as before. A Beam worker that writes here never imports
 Reading (``gzipped_records``) is the other way round: a file's gzip members are inflated a block at a
 time and the frames in each block unframed at once, every length and record checked against its masked
 CRC-32C as TensorFlow's and Beam's readers check them. Beam's TFRecord source reads one record at a
-time through its compressed-file wrapper (about 6 microseconds a record) and hands each record on as an
+time through its compressed-file wrapper, a Python call chain per record, and hands each record on as an
 element of its own. Uncompressed files (``plain_records``: ExampleGen's TFRecord input may be either) are
 read the same way without the inflating.
 """

@@ -5,15 +5,15 @@ prefetched as the spec says, sharded as the plan says.
 
 Shuffling the serialized records before the batched parse gives the same example-level shuffle (a
 fresh order every epoch, also over the cache) as parsing batches, then unbatch/shuffle/batch of the
-parsed features, which runs example by example on one thread and held the Trainer's input to ~0.7
-of a plain tf.data read (bench/input_pipeline.py). Caching the records keeps the file reads and
-decompression to the first epoch.
+parsed features, which runs example by example on one thread and held the Trainer's input below a
+plain tf.data read of the same files (bench/input_pipeline.py measures both). Caching the records keeps
+the file reads and decompression to the first epoch.
 
 Local files are read in the reading thread, one record after another: a parallel interleave hands each
 record to the next thread under a lock, which for tf.Examples of a few hundred bytes costs more than
-reading and decompressing them (a parallel read of the taxi example's records went at a third of a
-sequential one's rate, bench/input_pipeline.py). Files on a remote store (gs://, s3://, hdfs://) are
-still read in parallel, where each read's latency is what there is to hide.
+reading and decompressing them (bench/input_pipeline.py measures the plain read both ways). Files on a
+remote store (gs://, s3://, hdfs://) are still read in parallel, where each read's latency is what there
+is to hide.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def _options(plan: Plan, seed: int | None) -> Any:
     Without tf.data's autotune model: its thread (Model::OptimizeLoop, started by the iterator's
     RootDataset) sleeps between optimizations for a period that doubles up to a minute, and the iterator's
     destructor waits for it. When Keras' fit returned and dropped its iterator, the Trainer sat idle for
-    the rest of that sleep, 7-30 s of 0 % CPU after a 1M- or 5M-row epoch, in some runs and not others (gdb:
+    the rest of that sleep, up to a minute at 0 % CPU after an epoch, in some runs and not others (gdb:
     ~RootDataset::Iterator waiting on the model thread's timed wait). The parse keeps AUTOTUNE's starting
     parallelism and the prefetch its own buffer tuning, neither of which needs the model; the taxi input
     read as fast without it (bench/input_pipeline.py)."""

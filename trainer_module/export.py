@@ -36,8 +36,9 @@ def _signatures(model: Any, tf_transform_output: Any, label: str, label_only: li
 def save(model: Any, tf_transform_output: Any, label: str, label_only: list[str], serving_model_dir: str,
          is_chief: bool, builtin_layers: bool) -> None:
     """``builtin_layers``: the model uses Keras' own layers only, so Keras can rebuild it from its config
-    and the per-layer traces are not saved (half the size; saving and every load, the Evaluator's
-    included, take about half as long). A custom model keeps them: its layers may not be importable
+    and the per-layer traces are not saved: saving traces no layer's functions, and every load, the
+    Evaluator's included, rebuilds the layers from their config instead of reading those functions back
+    (bench/RESULTS.md has the sizes and times). A custom model keeps them: its layers may not be importable
     where the model is loaded."""
     signatures = _signatures(model, tf_transform_output, label, label_only)
     options = {"save_format": "tf", "signatures": signatures, "save_traces": not builtin_layers}

@@ -46,10 +46,10 @@ MULTI_WORKER = frozenset({Strategy.MULTI_WORKER_MIRRORED, Strategy.PARAMETER_SER
 
 
 # Steps per call of Keras's compiled train (and test) step under `auto`. Each call costs Python work (the
-# callbacks' hooks, the function's dispatch, the logs), about a millisecond on a slow 2-CPU machine: with the
-# taxi model at batch 40 that was more than the step itself (bench/strategies.py's worker there: 17,064 and
-# 20,927 examples/s at 1 step a call, 44,821 and 48,133 at 20, 55,113 and 62,149 at 100; the taxi example's
-# Trainer 14.9 and 13.5 s at 1, 9.9 and 8.6 s at 32, 11.2 and 8.9 s at 64). Keras runs the same steps, so
+# callbacks' hooks, the function's dispatch, the logs), in the order of a millisecond on a slow machine
+# and the same whatever the step: for a small model at a small batch (the taxi model at batch 40) that was
+# more than the step itself, so more steps a call train more examples a second (bench/RESULTS.md has
+# bench/strategies.py's worker and the taxi Trainer at 1 to 100 steps a call). Keras runs the same steps, so
 # the weights are the same bit for bit (tests/trainer_module/test_strategies.py); what changes is that
 # callbacks, and a stop a signal asks for, act between calls: 32 keeps that within a few seconds for steps
 # up to ~100 ms.

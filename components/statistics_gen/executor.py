@@ -1,8 +1,8 @@
 """StatisticsGen executor: TFX's own, its examples read a gzipped file at a time (tfxd.example_files).
 
 TFX's executor reads each split through TFXIO's Beam source, one record per Beam element, before TFDV
-computes the statistics a batch at a time; the read was about a fifth of the component's time on a
-million taxi rows. The statistics are TFDV's, computed by the same code from the same rows, handed to the
+computes the statistics a batch at a time: a per-record cost in front of per-batch work (bench/RESULTS.md
+has what it was). The statistics are TFDV's, computed by the same code from the same rows, handed to the
 same workers in the same order (tests/components/statistics_gen/test_executor.py)."""
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """Transform's transformed examples written a batch at a time (tfxd.tfrecords), in place of TFX's writer.
 
 TFX's Transform encodes each batch tf.Transform gives back into tf.Examples with tfx_bsl's encoder, then
-hands Beam's TFRecord sink one record at a time, which frames it and gzips it at zlib's default level:
-on a million taxi rows that took a fifth to a quarter of the component's time. Here the same encoder encodes
+hands Beam's TFRecord sink one record at a time, which frames it and gzips it at zlib's default level: a
+call chain and a compression call per record, at a level slower than the fastest (bench/RESULTS.md has
+what it cost). Here the same encoder encodes
 the batch, the batch is framed at once and gzipped at zlib's fastest level, through Beam's own file
 sink: the same records in the same order, in files of the same names (transformed_examples-SSSSS-of-
 NNNNN.gz), about a quarter larger. TFX's other output format (Parquet) is left to TFX.

@@ -55,10 +55,10 @@ def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
     """ExampleGen's own Beam arguments, after the pipeline's ``args``: where those start DirectRunner worker
     processes, a ``column_wise`` ExampleGen runs its workers (as many) as threads of its own process instead.
     Its work is in Arrow's compute kernels and zlib, which let go of Python's lock, while a worker process
-    first spends ~1.5 s importing Beam (bench/RESULTS.md, ExampleGen: 4.6 -> 3.7 s on 500k rows, 2 workers).
-    TFRecords too: their records are unframed in Python, yet a million taxi rows took 50 s as threads and
-    60 s as processes (one run each). Not where the spec's beam.args name a running mode (the user's
-    choice), nor for the row-wise reader (a split key), whose Python work would share one lock."""
+    first spends seconds importing Beam. TFRecords too: their records are unframed in Python, yet they read
+    faster as threads than as processes (bench/RESULTS.md). Not where the spec's beam.args name a running
+    mode (the user's choice), nor for the row-wise reader (a split key), whose Python work would share one
+    lock."""
     processes = any(isinstance(arg, str) and arg == running_mode("multi_processing") for arg in args)
     chosen = any(str(arg).startswith("--direct_running_mode") for arg in spec.beam.args)  # =mode, or mode next
     return [THREADS] if processes and column_wise and not chosen else []
@@ -66,7 +66,7 @@ def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
 
 # How long the job server keeps an SDK environment (worker processes) after a stage let go of it. Beam's
 # default, 0, stops them at once: Spark then starts a Python worker, TensorFlow imported, for every task
-# of every stage (159 on the taxi example, Transform 269 s; kept a minute: 3, and 26 s).
+# of every stage; kept a minute, a stage's workers serve the stages after it (bench/RESULTS.md).
 ENVIRONMENT_CACHE_MS = 60_000
 
 

@@ -117,8 +117,8 @@ def _after_example_gen(loaded: LoadedSpec, place: Placement, examples) -> list[A
     # Nothing reads Transform's own statistics, schemas and anomalies (StatisticsGen and ExampleValidator
     # judged the data already) or its analyzer cache (no run hands it back): both only cost Beam stages
     # tfxd's own preprocessing_fn runs in tf.Transform's TF1 graph mode: the same transformed examples and
-    # model (tests/components/transform/test_combined_analyzers.py) in about 0.6 of TF2 mode's time, which
-    # traces the function into several tf.functions; a user's preprocessing_fn keeps TF2 mode
+    # model (tests/components/transform/test_combined_analyzers.py) from one graph, where TF2 mode traces
+    # the function into several tf.functions (bench/RESULTS.md); a user's preprocessing_fn keeps TF2 mode
     transform = Transform(examples=examples, schema=schema, preprocessing_fn=user_fn or keys.PREPROCESSING_FN,
                           custom_config=transform_config(loaded), disable_statistics=True,
                           disable_analyzer_cache=True, force_tf_compat_v1=user_fn is None)

@@ -4,10 +4,10 @@ from a process that imported their libraries once.
 
 Beam's own pool (apache_beam.runners.worker.worker_pool_main) starts every SDK worker as a new
 `python -c "...SdkHarness(...).run()"`, and the job server asks for new workers for every job: each one
-imports Beam (~1.5 s) and then, unpickling the job's DoFns, TensorFlow, tf.Transform, TFDV (~2 s more),
-on every component of every run (bench/RESULTS.md, "Beam on Flink and Spark"). Here the pool process
-imports them once, while the engine's JVM starts, and forks each worker from itself: a worker is ready in
-milliseconds and runs the same SdkHarness with the same arguments Beam's pool gives it.
+imports Beam and then, unpickling the job's DoFns, TensorFlow, tf.Transform and TFDV, seconds before its
+first bundle, on every component of every run (bench/RESULTS.md, "Beam on Flink and Spark"). Here the pool
+process imports them once, while the engine's JVM starts, and forks each worker from itself: a worker is
+ready in milliseconds and runs the same SdkHarness with the same arguments Beam's pool gives it.
 
 Two processes, because a process with threads must not fork: the pool process (the one tfxd starts and
 watches) imports, forks and reaps, on its main thread alone; the gRPC service runs in a child it forks
