@@ -86,8 +86,7 @@ def main() -> None:
         print("\n".join(bench.table_rows(result)), flush=True)
     text = _results_md(rows, sections, (time.monotonic() - start) / 60)
     if names == NAMES and not args.quick:
-        with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
-            handle.write(text)
+        _write_results(text.split("\n"))
     elif set(names) <= set(SPLICED) and not args.quick:
         _splice(rows, sections, names)
     print(text)
@@ -123,9 +122,7 @@ def _report(judged: list[tuple[str, list[dict] | None]]) -> int:
 
 def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:
     """Replace the rows and the section of ``names`` in RESULTS.md, leaving every other figure as it was."""
-    path = os.path.join(HERE, "RESULTS.md")
-    with open(path) as handle:
-        lines = handle.read().split("\n")
+    lines = _measured_part()
     for name in names:
         row_prefix, heading = SPLICED[name]
         kept = [line for line in lines if not line.startswith(row_prefix)]
@@ -137,8 +134,28 @@ def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:
             del kept[start:end]
         kept += [s for s in sections if s.startswith(heading)] + [""]
         lines = kept
-    with open(path, "w") as handle:
-        handle.write("\n".join(lines).rstrip("\n") + "\n")
+    _write_results(lines)
+
+
+# RESULTS.md's last section, written by hand: the figures behind the code's comments, kept by every write
+WHY_HEADING = "## Why the code is as it is: figures behind the comments"
+
+
+def _results_text() -> str:
+    with open(os.path.join(HERE, "RESULTS.md")) as handle:
+        return handle.read()
+
+
+def _measured_part() -> list[str]:
+    """RESULTS.md's lines before the hand-written section: what runs of the benchmarks write."""
+    return _results_text().split(WHY_HEADING, 1)[0].rstrip("\n").split("\n")
+
+
+def _write_results(measured: list[str]) -> None:
+    """RESULTS.md: ``measured``, then the hand-written section as it was."""
+    _, heading, why = _results_text().partition(WHY_HEADING)
+    with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
+        handle.write("\n".join(measured).rstrip("\n") + "\n" + (f"\n{heading}{why}" if heading else ""))
 
 
 def _first_section(lines: list[str]) -> int:

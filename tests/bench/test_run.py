@@ -40,3 +40,18 @@ def test_a_result_without_targets_is_a_miss(tmp_path, capsys, targets):
     assert bench_run._report(bench_run._stored(["strategies"], str(tmp_path))) == 1
     assert "MISSED strategies: no result with targets" in capsys.readouterr().err
 
+
+
+def test_writing_results_keeps_the_hand_written_section_last(tmp_path, monkeypatch):
+    """A full run writes RESULTS.md's figures anew and a run of one spliced benchmark replaces its own part;
+    both keep the hand-written figures behind the code's comments, as they were, at the end."""
+    why = f"{bench_run.WHY_HEADING}\n\n#### tfxd/x.py\n\n- a figure (2026-11-28, abc1234).\n"
+    (tmp_path / "RESULTS.md").write_text("# Results\n\n| a | 1 |\n\n### Reliability\n\nold\n\n" + why)
+    monkeypatch.setattr(bench_run, "HERE", str(tmp_path))
+    [(name, (prefix, heading))] = list(bench_run.SPLICED.items())[:1]
+    bench_run._splice([f"{prefix} new |"], [f"{heading}\n\nnew figures"], [name])
+    text = (tmp_path / "RESULTS.md").read_text()
+    assert text.endswith("\n\n" + why) and text.count(bench_run.WHY_HEADING) == 1
+    assert f"{heading}\n\nnew figures" in text and f"{prefix} new |" in text
+    bench_run._write_results(["# Results", "", "| b | 2 |"])
+    assert (tmp_path / "RESULTS.md").read_text() == "# Results\n\n| b | 2 |\n\n" + why
