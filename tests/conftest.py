@@ -80,14 +80,11 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
 
 
 # `make test` runs the suite on two pytest-xdist workers (--dist loadgroup), a group at a time per worker: a
-# test file's tests together (its module fixtures, e.g. one taxi run, are made once), and every test that
-# starts a Beam engine or a worker pool in one group, one after the other, since each checks that no engine
-# process of any run is left (tests/pipeline/run/test_beam_engines.py: _ours). A long test that shares no
-# module fixture with its file's others names a group of its own (`@pytest.mark.xdist_group("...")`), so
-# that the other worker may take it meanwhile.
-ENGINE_FILES = ("tests/pipeline/run/test_beam_engines.py", "tests/pipeline/run/test_engine_watch.py",
-                "tests/kubeflow/test_beam_engines_compiled.py", "tests/tfxd/test_beam_runners.py",
-                "tests/pipeline/run/test_sdk_worker_pool.py")
+# test file's tests together (its module fixtures, e.g. one taxi run, are made once). A test that starts a
+# Beam engine checks that none of the engine processes its worker's tests started is left
+# (tests/pipeline/run/test_beam_engines.py: _ours), so engine tests of two workers may run side by side. A long
+# test that shares no module fixture with its file's others names a group of its own
+# (`@pytest.mark.xdist_group("...")`), so that the other worker may take it meanwhile.
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids
@@ -97,7 +94,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             continue
         path = Path(item.fspath)
         path = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.as_posix()
-        item.add_marker(pytest.mark.xdist_group("engines" if path in ENGINE_FILES else path))
+        item.add_marker(pytest.mark.xdist_group(path))
 
 
 @pytest.hookimpl(optionalhook=True)  # a run without pytest-xdist (-p no:xdist) does not know the hook

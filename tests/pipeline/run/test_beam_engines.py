@@ -31,11 +31,26 @@ WORKERS = ("--set", "beam.workers=2")
 def _ours() -> list[str]:
     """Processes an engine of tfxd's would leave: a job server or Spark JVM, a worker pool (tfxd's, and its
     forked SDK workers, which keep its command line; Beam's) or an SDK worker of Beam's pool (whole command
-    lines: ps cuts them at 80 columns where its output is not a terminal)."""
+    lines: ps cuts them at 80 columns where its output is not a terminal). Under pytest-xdist, only those
+    this worker's tests started (each inherits the worker's PYTEST_XDIST_WORKER, however far it wandered
+    from its parent), so that engine tests on the other worker are none of its business."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     marks = ("JobServerDriver", "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main", "worker_pool_main",
              "SdkHarness", "org.apache.spark.deploy")
-    return [line for line in out.splitlines() if any(mark in line for mark in marks)]
+    return [line for line in out.splitlines() if any(mark in line for mark in marks) and _started_here(line)]
+
+
+def _started_here(ps_line: str) -> bool:
+    """Whether the process of a `ps -o pid=,args=` line carries this pytest-xdist worker's name (every
+    process, outside pytest-xdist)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return True
+    try:
+        environ = Path(f"/proc/{ps_line.split()[0]}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return False  # ended meanwhile
+    return f"PYTEST_XDIST_WORKER={worker}".encode() in environ
 
 
 @pytest.fixture(scope="module")
