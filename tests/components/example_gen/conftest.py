@@ -28,38 +28,44 @@ def spec_text(data: dict) -> str:
     })
 
 
+def example_gen_outputs(work: Path, data: dict, beam_args: list[str] | None = None, folder: Path | None = None):
+    """tfxd's ExampleGen on ``data`` (a data section), its outputs in a new out-N folder of ``work``:
+    ({split: [serialized examples, canonical and sorted]}, the artifact)."""
+    import tensorflow as tf
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.types import artifact_utils, standard_artifacts
+
+    from tfxd.components.example_gen import executor
+    from tfxd.direct_runner import direct_args
+    from tfxd.pipeline.assembly.dag import nodes
+    from tfxd.pipeline.spec.load import load_spec
+
+    folder = folder or work
+    spec = folder / "spec.yaml"
+    spec.write_text(spec_text(data))
+    example_gen = nodes(load_spec(str(spec), check_files=False), to="ExampleGen")[0]
+    properties = dict(example_gen.exec_properties)
+    out = work / f"out-{len(list(work.glob('out-*')))}"
+    examples = standard_artifacts.Examples()
+    examples.uri = str(out / "examples")
+    context = BaseBeamExecutor.Context(beam_pipeline_args=beam_args or direct_args("in_memory", 1),
+                                       tmp_dir=str(out / "tmp"), unique_id="1")
+    executor.Executor(context).Do({}, {"examples": [examples]}, properties)
+    splits = {}
+    for name in artifact_utils.decode_split_names(examples.split_names):
+        files = tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{name}", "*"))
+        records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+        # canonical bytes: map order in a serialized tf.Example may vary between processes
+        splits[name] = sorted(tf.train.Example.FromString(record).SerializeToString(deterministic=True)
+                              for record in records.as_numpy_iterator())
+    return splits, examples
+
+
 @pytest.fixture
 def run_example_gen(tmp_path):
-    """(data section, beam args) -> (split names, {split: [serialized examples]}, artifact)."""
+    """(data section, beam args, folder) -> ({split: [serialized examples]}, artifact), in the test's folder."""
 
     def run(data: dict, beam_args: list[str] | None = None, folder: Path | None = None):
-        import tensorflow as tf
-        from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
-        from tfx.types import artifact_utils, standard_artifacts
-
-        from tfxd.components.example_gen import executor
-        from tfxd.direct_runner import direct_args
-        from tfxd.pipeline.assembly.dag import nodes
-        from tfxd.pipeline.spec.load import load_spec
-
-        folder = folder or tmp_path
-        spec = folder / "spec.yaml"
-        spec.write_text(spec_text(data))
-        example_gen = nodes(load_spec(str(spec), check_files=False), to="ExampleGen")[0]
-        properties = dict(example_gen.exec_properties)
-        out = tmp_path / f"out-{len(list(tmp_path.glob('out-*')))}"
-        examples = standard_artifacts.Examples()
-        examples.uri = str(out / "examples")
-        context = BaseBeamExecutor.Context(beam_pipeline_args=beam_args or direct_args("in_memory", 1),
-                                           tmp_dir=str(out / "tmp"), unique_id="1")
-        executor.Executor(context).Do({}, {"examples": [examples]}, properties)
-        splits = {}
-        for name in artifact_utils.decode_split_names(examples.split_names):
-            files = tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{name}", "*"))
-            records = tf.data.TFRecordDataset(files, compression_type="GZIP")
-            # canonical bytes: map order in a serialized tf.Example may vary between processes
-            splits[name] = sorted(tf.train.Example.FromString(r.numpy()).SerializeToString(deterministic=True)
-                                  for r in records)
-        return splits, examples
+        return example_gen_outputs(tmp_path, data, beam_args, folder)
 
     return run

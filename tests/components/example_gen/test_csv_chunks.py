@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 
-from tests.components.example_gen.conftest import EXTERNAL
+from tests.components.example_gen.conftest import EXTERNAL, example_gen_outputs
 from tfxd.components.example_gen import csv_chunks, input_files, records
 
 HEADER = "fare,tips,company\n"
@@ -120,21 +121,29 @@ def test_pieces_for_workers_are_of_one_size_and_read_every_line_once(tmp_path):
     assert [values for _, values in read] == [values for _, values in _rows(str(path), input_files.open_file)]
 
 
+@pytest.fixture(scope="module")
+def big_csv(tmp_path_factory):
+    """A 9 MB CSV (under one chunk), its data section, and what one process writes of it (both modes of the
+    next test compare with it)."""
+    folder = tmp_path_factory.mktemp("big")
+    rows = "".join(f"{i * 0.25},{i % 9},company {i % 101} {'x' * (i % 40)}\n" for i in range(220_000))
+    (folder / "big.csv").write_text(HEADER + rows)
+    assert 8 << 20 < (folder / "big.csv").stat().st_size < csv_chunks.CHUNK_BYTES
+    data = {"format": "csv", "path": str(folder / "big.csv"), "splits": {"train": 0.75, "eval": 0.25}}
+    return data, example_gen_outputs(folder, data)[0]
+
+
 @pytest.mark.parametrize("threads", [False, True], ids=["processes", "threads"])
-def test_two_workers_get_a_file_each_of_one_size_with_the_same_examples(run_example_gen, tmp_path, threads):
+def test_two_workers_get_a_file_each_of_one_size_with_the_same_examples(big_csv, run_example_gen, threads):
     """Two workers, a 9 MB CSV (under one chunk): two files per split, about as large, holding what one
     process writes in one file per split (the next components read a file per worker); worker processes, or
     threads as a run gives them to the column-wise ExampleGen (beam_args.example_gen_args)."""
     from tfxd.direct_runner import direct_args
     from tfxd.pipeline.assembly.beam_args import THREADS
 
-    rows = "".join(f"{i * 0.25},{i % 9},company {i % 101} {'x' * (i % 40)}\n" for i in range(220_000))
-    (tmp_path / "big.csv").write_text(HEADER + rows)
-    assert 8 << 20 < (tmp_path / "big.csv").stat().st_size < csv_chunks.CHUNK_BYTES
-    data = {"format": "csv", "path": "big.csv", "splits": {"train": 0.75, "eval": 0.25}}
-    one, _ = run_example_gen(data)
+    data, one = big_csv
     two, artifact = run_example_gen(data, [*direct_args("multi_processing", 2), *([THREADS] if threads else [])])
     assert two == one and sum(map(len, one.values())) == 220_000
     for split in ("train", "eval"):
-        sizes = [path.stat().st_size for path in (tmp_path / "out-1" / "examples" / f"Split-{split}").glob("*.gz")]
+        sizes = [path.stat().st_size for path in (Path(artifact.uri) / f"Split-{split}").glob("*.gz")]
         assert len(sizes) == 2 and min(sizes) > 0.9 * max(sizes), sizes
