@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+from collections.abc import Callable
 from typing import Any
 
 from absl import logging
@@ -55,28 +56,50 @@ def schedule(training: dict[str, Any], train_examples: int | None, global_batch:
 def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.PlanRecord:
     """Train as the plan says; what was trained (the report the chief also writes beside the model), or,
     for a task that only serves a ParameterServer cluster, its plan."""
-    import tensorflow as tf
-    import tensorflow_transform as tft
-
     config = TrainerCustomConfig.from_json(fn_args.custom_config)
-    spec = config.spec
-    # TrainArgs / EvalArgs win over the spec: a compiled pipeline takes them as runtime parameters
+    spec = _with_run_args(config.spec, fn_args)
+    plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
+    if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
+        return _serve(plan)
+    return _train(fn_args, config, spec, plan, tpu_resolver)
+
+
+def _with_run_args(spec: dict[str, Any], fn_args: Any) -> dict[str, Any]:
+    """The spec with the run's TrainArgs / EvalArgs in its training section: they win over the spec, since a
+    compiled pipeline takes them as runtime parameters."""
     training = {**spec["training"], "eval_steps": fn_args.eval_steps or spec["training"]["eval_steps"]}
     if not training.get("epochs") and fn_args.train_steps:
         training["steps"] = fn_args.train_steps
-    spec = {**spec, "training": training}
-    plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
-    if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
-        strategy.export_cluster(plan)
-        cluster = (plan.cluster or {}).get("cluster", {})  # a serving task is one of a cluster's
-        workers = len(cluster.get("worker", []))
-        # too few inter-op threads and a ParameterServer cluster hangs (docs/distributed.md, the traps)
-        threads = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
-        server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=plan.task["type"],
-                                      task_index=plan.task["index"], protocol="grpc", config=threads, start=True)
-        stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
-        server.join()
-        return plan.record()
+    return {**spec, "training": training}
+
+
+def _serve(plan: planner.Plan) -> training_report.PlanRecord:
+    """A ps or worker task of a ParameterServer cluster trains nothing itself: it serves the cluster's
+    coordinator until it is stopped, then reports its plan."""
+    import tensorflow as tf
+
+    strategy.export_cluster(plan)
+    cluster = (plan.cluster or {}).get("cluster", {})  # a serving task is one of a cluster's
+    workers = len(cluster.get("worker", []))
+    # too few inter-op threads and a ParameterServer cluster hangs (docs/distributed.md, the traps)
+    threads = tf.compat.v1.ConfigProto(inter_op_parallelism_threads=max(os.cpu_count() or 1, workers + 1))
+    server = tf.distribute.Server(tf.train.ClusterSpec(cluster), job_name=plan.task["type"],
+                                  task_index=plan.task["index"], protocol="grpc", config=threads, start=True)
+    stops.reclaim()  # TensorFlow's runtime took SIGTERM: a stop ends the server (tfxd.stops)
+    server.join()
+    return plan.record()
+
+
+def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan: planner.Plan,
+           tpu_resolver: Any) -> training_report.TrainingReport:
+    """Every task that trains (the chief, a worker of a multi-worker strategy, a one-process run): read
+    Transform's output, build and fit the model, export it. The chief alone writes beside the model: the
+    report the run's summary reads, and the data record (what the weights depend on, the spans read) that
+    a later warm start and the next run's check for new data read."""
+    import tensorflow as tf
+    import tensorflow_transform as tft
+
+    training = spec["training"]
     distribution = strategy.build(plan, tpu_resolver)
     stops.reclaim()  # a multi-worker strategy's runtime took SIGTERM: a stop must still stop (tfxd.stops)
     if training.get("seed") is not None:
@@ -92,26 +115,9 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
 
     eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
                              training.get("seed"), shuffle=False)
-    with distribution.scope():
-        model = models.build(spec, info, plan.steps_per_execution)
-        inputs = warm_start.inputs_record(model, info, fn_args.transform_output)
-        warm = warm_start.start(model, fn_args.base_model, inputs) if training.get("warm_start") else None
-    if warm is not None:
-        warm["weights_checksum"] = weights_checksum(model)
-        if plan.is_chief:
-            _say_warm_start(warm)
-    train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
-             else train_data())
-    single_worker = plan.strategy not in MULTI_WORKER
-    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.backup_dir,
-                                       epochs, plan.is_chief, steps_per_epoch, plan.steps_per_execution,
-                                       single_worker,
-                                       batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
-    # a signal stops a single worker when its current call of the compiled step ends (at most
-    # plan.steps_per_execution steps), its state backed up (tfxd.stops)
-    with stops.deferring() if single_worker else contextlib.nullcontext():
-        history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
-                            validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
+    model, inputs, warm = _build_model(spec, info, plan, distribution, fn_args)
+    history, callbacks = _fit(model, train_data, eval_data, training, fn_args, config, plan, epochs,
+                              steps_per_epoch)
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
@@ -128,6 +134,44 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
         training_report.write(model_dir, result)
         pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.spans))
     return result
+
+
+def _build_model(spec: dict[str, Any], info: dict[str, Any], plan: planner.Plan, distribution: Any,
+                 fn_args: Any) -> tuple[Any, Any, dict[str, Any] | None]:
+    """The model, built in the strategy's scope so that its variables are the strategy's; what its weights
+    depend on (the warm start compares it, the data record keeps it); the warm start's account when the
+    spec asks for one, with the checksum of the weights it started from (its proof)."""
+    with distribution.scope():
+        model = models.build(spec, info, plan.steps_per_execution)
+        inputs = warm_start.inputs_record(model, info, fn_args.transform_output)
+        warm = warm_start.start(model, fn_args.base_model, inputs) if spec["training"].get("warm_start") else None
+    if warm is not None:
+        warm["weights_checksum"] = weights_checksum(model)
+        if plan.is_chief:
+            _say_warm_start(warm)
+    return model, inputs, warm
+
+
+def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: dict[str, Any], fn_args: Any,
+         config: TrainerCustomConfig, plan: planner.Plan, epochs: int, steps_per_epoch: int) -> tuple[Any, list[Any]]:
+    """model.fit with the spec's callbacks: Keras's history and the callbacks (the first, the progress
+    line's, keeps the history the report records). A ParameterServer strategy's coordinator takes its
+    train data as a DatasetCreator, which builds it on each worker."""
+    import tensorflow as tf
+
+    train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
+             else train_data())
+    single_worker = plan.strategy not in MULTI_WORKER
+    callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.backup_dir,
+                                       epochs, plan.is_chief, steps_per_epoch, plan.steps_per_execution,
+                                       single_worker,
+                                       batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
+    # a signal stops a single worker when its current call of the compiled step ends (at most
+    # plan.steps_per_execution steps), its state backed up (tfxd.stops)
+    with stops.deferring() if single_worker else contextlib.nullcontext():
+        history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
+                            validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
+    return history, callbacks
 
 
 def weights_checksum(model: Any) -> float:
