@@ -144,11 +144,24 @@ class _Tasks:
     # --- tasks
 
     def run(self) -> dict[str, Any]:
+        """Every task in dependency order, once every task was checked: a file replay cannot run is
+        refused before anything runs, not halfway through. The summary, also written."""
         tasks = self.spec.get("root", {}).get("dag", {}).get("tasks", {})
         if not tasks:
             raise ReplayError(f"{self.replay.compiled.path}: the pipeline has no tasks")
         order = task_order(tasks)
-        for name in order:  # refuse what replay cannot do before anything runs
+        self.refuse_unsupported(tasks, order)
+        self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None}
+                     for name in order]
+        os.makedirs(self.replay.log_dir, exist_ok=True)
+        self.run_tasks(tasks)
+        return self._write_summary(self.summary())
+
+    def refuse_unsupported(self, tasks: dict[str, Any], order: list[str]) -> None:
+        """A ReplayError for what replay cannot run as the backend would: iterators, an executor of
+        another kind, a resolver where the target's backend runs none. Trigger conditions and resolver
+        queries are parsed here, so that a malformed one is refused too."""
+        for name in order:
             task = tasks[name]
             for unsupported in ("parameterIterator", "artifactIterator", "iteratorPolicy"):
                 if task.get(unsupported):
@@ -170,9 +183,11 @@ class _Tasks:
             for query in executor.get("resolver", {}).get("outputArtifactQueries", {}).values():
                 for part in split_and(query.get("filter", "")):
                     clause(part, query.get("filter", ""), lambda _: "")
-        self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None}
-                     for name in order]
-        os.makedirs(self.replay.log_dir, exist_ok=True)
+
+    def run_tasks(self, tasks: dict[str, Any]) -> None:
+        """The rows' tasks in order, each row filled in as its task goes: skipped when it is not
+        triggered, else executed. A stop or a failure writes the summary so far (a stopped task's
+        partial outputs removed) before it is raised, so that what ran is on record."""
         for row in self.rows:
             name = row["name"]
             task = tasks[name]
@@ -188,18 +203,7 @@ class _Tasks:
                     row["status"], row["seconds"], row["why"] = "skipped", 0.0, why
                     self.on_task(name, {"event": "end", **row})
                     continue
-                if kind == "container":
-                    row["log"] = os.path.join(self.replay.log_dir, f"{name}.log")
-                    result = self.launcher.run(name, component, executor["container"],
-                                               self.input_parameters(name, task, component),
-                                               self.input_artifacts(name, task, component), row["log"])
-                    row["status"] = "ran"
-                elif kind == "resolver":
-                    result = self.run_resolver(name, task, component, executor["resolver"])
-                    row["status"] = "resolved"
-                else:
-                    result = self.run_importer(name, task, component, executor["importer"])
-                    row["status"] = "imported"
+                result = self.execute(row, task, component, executor)
             except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (tfxd.stops): the task was stopped
                 row["status"], row["seconds"] = "interrupted", round(time.monotonic() - started, 1)
                 shutil.rmtree(os.path.join(self.replay.run_dir, name), ignore_errors=True)  # its partial outputs
@@ -217,7 +221,25 @@ class _Tasks:
             row["outputs"] = {key: [record["uri"] for record in records] for key, records in result.artifacts.items()}
             self.results[name] = result
             self.on_task(name, {"event": "end", **row})
-        return self._write_summary(self.summary())
+
+    def execute(self, row: dict[str, Any], task: dict[str, Any], component: dict[str, Any],
+                executor: dict[str, Any]) -> TaskResult:
+        """A triggered task, run by its executor's kind as the launcher, Vertex's resolver or the importer
+        runs it; its row says what was done (and where a container's log is)."""
+        name = row["name"]
+        if row["kind"] == "container":
+            row["log"] = os.path.join(self.replay.log_dir, f"{name}.log")
+            result = self.launcher.run(name, component, executor["container"],
+                                       self.input_parameters(name, task, component),
+                                       self.input_artifacts(name, task, component), row["log"])
+            row["status"] = "ran"
+        elif row["kind"] == "resolver":
+            result = self.run_resolver(name, task, component, executor["resolver"])
+            row["status"] = "resolved"
+        else:
+            result = self.run_importer(name, task, component, executor["importer"])
+            row["status"] = "imported"
+        return result
 
     def not_triggered(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> str | None:
         """Why the task does not run, or None: a task it depends on was skipped (Argo omits it), or its
