@@ -189,6 +189,8 @@ def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> Loc
 
 
 def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) -> LocalRun:
+    """The run under the root's lock: logs routed, the pipeline built and run; a failure or a stop is
+    caught here, so that _outcome can still record what the run did before it says why it ended."""
     _importable(loaded.base_dir)
     paths = RunPaths(root, new_run_id())
     progress = _Progress()
@@ -211,6 +213,15 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
+    return _outcome(loaded, paths, root, progress, started, tfx, engine, failure)
+
+
+def _outcome(loaded: LoadedSpec, paths: RunPaths, root: str, progress: _Progress, started: float, tfx: Any,
+             engine: beam_engine.RunningEngine | None, failure: BaseException | None) -> LocalRun:
+    """What the run came to, once it ended however it ended: the summary (summary.json and report.html
+    written, even for a run that failed or was stopped, so that its components' statuses are on record),
+    or RunFailed / RunInterrupted naming where and why, with the log. ``tfx`` is None when the run ended
+    before its pipeline was built, ``engine`` when no Beam engine was started."""
     # a signal asked to stop (Beam, the `beam` orchestrator, wraps the KeyboardInterrupt in an error of its own)
     signum = stops.requested() if failure is not None else None
     interrupted = signum is not None or isinstance(failure, KeyboardInterrupt)
