@@ -30,6 +30,8 @@ import os
 import statistics
 import sys
 import time
+from collections.abc import Callable
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -80,13 +82,45 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
     side, each from a freshly built dataset, the sides in turn (rotating); the first round is untimed."""
     import tfxd  # noqa: F401  (legacy Keras, before TensorFlow)
     # isort: split
-    import tensorflow as tf
+    from tfxd.trainer_module import data
+
+    training, fn_args, plan, tf_output, label = _as_the_trainer_reads(graph_uri, examples_uri)
+    steps = READ_STEPS * training["steps"]
+
+    def inputs(side: str) -> dict:
+        # the cache as each side asks: off, or on whatever the files' size (the spec's default, auto, is on here)
+        return {**training["input"], "cache": side != "tfxd_nocache"}
+
+    def build(side: str):
+        input_spec = inputs(side)
+        if side.startswith("plain"):
+            return plain_dataset(fn_args.train_files, tf_output.transformed_feature_spec(), label,
+                                 plan.global_batch_size, 0 if side == "plain_noshuffle" else input_spec["shuffle_buffer"],
+                                 cache=side == "plain_cache", parallel_reads=side != "plain_sequential")
+        return data.dataset(fn_args.train_files, tf_output, label, plan, input_spec,
+                            training.get("seed"))
+
+    totals, per_read = _timed_reads(build, sides, reads, steps)
+    # a side's rate in a run: the median of its reads, so that one read the machine disturbed (a second of
+    # another process) does not make the run's figure
+    return {side: {"side": side, "reads": reads, "batches_per_read": steps, "examples": read, "seconds": seconds,
+                   "examples_per_s": statistics.median(per_read[side]), "reads_examples_per_s": per_read[side],
+                   "cpu_us_per_example": cpu / read * 1e6,
+                   "batch_size": plan.global_batch_size, "strategy": plan.strategy, "input": inputs(side),
+                   "train_files": fn_args.train_files}
+            for side, (read, seconds, cpu) in totals.items()}
+
+
+def _as_the_trainer_reads(graph_uri: str, examples_uri: str) -> tuple[dict, Any, Any, Any, str]:
+    """What the tfxd side is built from, made as the Trainer's executor and run_fn make it, so that the bench
+    measures the Trainer's own input: the taxi spec's resolved training section, TFX's fn_args over
+    Transform's output artifacts (train files, data accessor), the plan, Transform's output and the label."""
     import tensorflow_transform as tft
     from tfx.components.trainer import fn_args_utils
     from tfx.types import artifact_utils, standard_artifacts
 
     from tfxd.pipeline.spec import load
-    from tfxd.trainer_module import data, planner
+    from tfxd.trainer_module import planner
     from tfxd.trainer_module.run_fn import feature_info
 
     training = load.load_spec(common.TAXI_SPEC).spec.model_dump(mode="json")["training"]
@@ -102,20 +136,16 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
                         train_files=len(fn_args.train_files))
     tf_output = tft.TFTransformOutput(fn_args.transform_graph_path)
     label = feature_info(fn_args.transform_graph_path)["label"]["name"]
-    steps = READ_STEPS * training["steps"]
+    return training, fn_args, plan, tf_output, label
 
-    def inputs(side: str) -> dict:
-        # the cache as each side asks: off, or on whatever the files' size (the spec's default, auto, is on here)
-        return {**training["input"], "cache": side != "tfxd_nocache"}
 
-    def build(side: str):
-        input_spec = inputs(side)
-        if side.startswith("plain"):
-            return plain_dataset(fn_args.train_files, tf_output.transformed_feature_spec(), label,
-                                 plan.global_batch_size, 0 if side == "plain_noshuffle" else input_spec["shuffle_buffer"],
-                                 cache=side == "plain_cache", parallel_reads=side != "plain_sequential")
-        return data.dataset(fn_args.train_files, tf_output, label, plan, input_spec,
-                            training.get("seed"))
+def _timed_reads(build: Callable[[str], Any], sides: list[str], reads: int,
+                 steps: int) -> tuple[dict[str, list], dict[str, list[float]]]:
+    """Each side's examples, seconds and CPU seconds over its timed reads, and each timed read's
+    examples/s: ``reads`` + 1 rounds, the sides in turn (the order rotating, so that no side always follows
+    the same one), each read ``steps`` batches from a freshly built pipeline (a fresh cache, shuffle buffer
+    and readers), as Keras's train step reads them: a tf.function calling next()."""
+    import tensorflow as tf
 
     @tf.function
     def drain(iterator, batches):
@@ -140,14 +170,7 @@ def worker(sides: list[str], reads: int, graph_uri: str, examples_uri: str) -> d
                 total[1] += seconds
                 total[2] += time.process_time() - cpu_start
                 per_read[side].append(examples / seconds)
-    # a side's rate in a run: the median of its reads, so that one read the machine disturbed (a second of
-    # another process) does not make the run's figure
-    return {side: {"side": side, "reads": reads, "batches_per_read": steps, "examples": read, "seconds": seconds,
-                   "examples_per_s": statistics.median(per_read[side]), "reads_examples_per_s": per_read[side],
-                   "cpu_us_per_example": cpu / read * 1e6,
-                   "batch_size": plan.global_batch_size, "strategy": plan.strategy, "input": inputs(side),
-                   "train_files": fn_args.train_files}
-            for side, (read, seconds, cpu) in totals.items()}
+    return totals, per_read
 
 
 # ---- the driver ----

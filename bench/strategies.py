@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,6 +54,28 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     import tfxd  # noqa: F401  (legacy Keras, before TensorFlow)
     # isort: split
     import tensorflow as tf
+
+    if logical_cpus > 1:
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
+    plan, distribution, train, model = _as_run_fn_builds(strategy_name, graph_uri, examples_uri)
+    window = steps // WINDOWS
+    calls = _clocked_fit(model, train, warmup + WINDOWS * window)
+    # each window from the first call that begins at or after its first step (calls run several steps)
+    bounds = [next(call for call in calls if call[0] >= warmup + i * window) for i in range(WINDOWS)] + [calls[-1]]
+    rates = [(b_step - a_step) / (b_time - a_time) for (a_step, a_time), (b_step, b_time)
+             in zip(bounds[:-1], bounds[1:], strict=True)]
+    timed = bounds[-1][0] - bounds[0][0]
+    return {"strategy": plan.strategy, "reason": plan.reason, "replicas": distribution.num_replicas_in_sync,
+            "global_batch": plan.global_batch_size, "steps": timed, "window_steps_per_s": rates,
+            "steps_per_s": statistics.median(rates), "overall_steps_per_s": timed / (bounds[-1][1] - bounds[0][1]),
+            "steps_per_execution": plan.steps_per_execution, "first_call_s": calls[1][1] - calls[0][1]}
+
+
+def _as_run_fn_builds(strategy_name: str, graph_uri: str, examples_uri: str) -> tuple[Any, Any, Any, Any]:
+    """The plan, the strategy, the train dataset and the model, made by what the Trainer's run_fn calls, so
+    that the bench measures the Trainer's own training; the global batch is the spec's batch_size whatever
+    the strategy's replicas, so that every strategy trains the same examples per step."""
     import tensorflow_transform as tft
     from tfx.types import artifact_utils, standard_artifacts
     from tfx.utils import io_utils
@@ -62,9 +85,6 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     from tfxd.trainer_module import data, models, planner, strategy
     from tfxd.trainer_module.run_fn import feature_info, plan_settings
 
-    if logical_cpus > 1:
-        cpu = tf.config.list_physical_devices("CPU")[0]
-        tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * logical_cpus)
     spec = configs.trainer_config(load.load_spec(common.TAXI_SPEC), None).spec  # as run_fn gets it
     training = spec["training"]
 
@@ -88,9 +108,14 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
     train = data.dataset(train_files, tf_output, info["label"]["name"], plan, training["input"], training.get("seed"))
     with distribution.scope():
         model = models.build(spec, info, plan.steps_per_execution)
+    return plan, distribution, train, model
 
-    window = steps // WINDOWS
-    total = warmup + WINDOWS * window
+
+def _clocked_fit(model: Any, train: Any, total: int) -> list[tuple[int, float]]:
+    """model.fit for ``total`` steps in one epoch; the step each call of the compiled step began at and
+    when, then the end's: a call runs several steps, so the timed windows are cut where calls begin."""
+    import tensorflow as tf
+
     calls: list[tuple[int, float]] = []  # (the step a call of the compiled step began at, when); then the end
 
     class Clock(tf.keras.callbacks.Callback):
@@ -101,15 +126,7 @@ def worker(strategy_name: str, steps: int, warmup: int, graph_uri: str, examples
             calls.append((total, time.perf_counter()))
 
     model.fit(train, epochs=1, steps_per_epoch=total, callbacks=[Clock()], verbose=0)
-    # each window from the first call that begins at or after its first step (calls run several steps)
-    bounds = [next(call for call in calls if call[0] >= warmup + i * window) for i in range(WINDOWS)] + [calls[-1]]
-    rates = [(b_step - a_step) / (b_time - a_time) for (a_step, a_time), (b_step, b_time)
-             in zip(bounds[:-1], bounds[1:], strict=True)]
-    timed = bounds[-1][0] - bounds[0][0]
-    return {"strategy": plan.strategy, "reason": plan.reason, "replicas": distribution.num_replicas_in_sync,
-            "global_batch": plan.global_batch_size, "steps": timed, "window_steps_per_s": rates,
-            "steps_per_s": statistics.median(rates), "overall_steps_per_s": timed / (bounds[-1][1] - bounds[0][1]),
-            "steps_per_execution": plan.steps_per_execution, "first_call_s": calls[1][1] - calls[0][1]}
+    return calls
 
 
 # ---- the driver ----
