@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -214,16 +215,62 @@ def _latest_replay(root: Path) -> dict:
     return json.loads(sorted(root.glob("2*/summary.json"))[-1].read_text())
 
 
-def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
+def _replayed(folder: Path, compiled: Path, replays: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`tfxd replay` of ``compiled`` in ``folder``, which succeeds; its output and the newest replay's summary."""
+    result = tfxd("replay", str(compiled), *args, cwd=folder)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result, _latest_replay(replays)
+
+
+def _write_taxi_days(folder: Path) -> None:
+    """Three days of taxi trips under data/ and the scheduled spec over them, its features and label the
+    trips' own columns (the scheduled spec's x, city and target are the demo data's)."""
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
-        add_day(tmp_path, day, index)
+        add_day(folder, day, index)
     text = (SCHEDULED.replace("features:\n  - name: x\n    transform: zscore\n  - name: city\n    transform: vocabulary\n"
                      "    top_k: 10\n", "features:\n  - {name: fare, transform: zscore}\n"
                      "  - {name: company, transform: hash, buckets: 16}\n")
             .replace("label:\n  name: y\n  column: target\n  task: binary\n",
                      "label: {name: big_tipper, expr: \"tips > fare * 0.2\", task: binary}\n"
                      "evaluation:\n  thresholds: {binary_accuracy: {min: 0.3}}\nbeam: {workers: 1}\n"))
-    (tmp_path / "demo.yaml").write_text(text)
+    (folder / "demo.yaml").write_text(text)
+
+
+def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path) -> None:
+    """A scheduled run reads its day (here the day just trained on: nothing new); a run started by hand,
+    whose schedule time the engine leaves unfilled, is refused, never guessed, unless the spec asks for
+    the day the run was created."""
+    _, summary = _replayed(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
+    assert summary["status"] == "skipped" and summary["examples"] == {
+        "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
+    by_hand = tfxd("replay", str(compiled), cwd=folder)
+    assert by_hand.returncode == 1
+    refusal = " ".join(by_hand.stderr.split())
+    assert "ExampleGen failed: " in refusal and "the placeholder was left unfilled" in refusal
+    assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
+        refusal)
+    created = _compile(folder, "kubeflow", folder / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                       "data.spans.unscheduled=creation_time")
+    fallback = tfxd("replay", str(created), cwd=folder)
+    yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
+    assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
+
+
+def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path) -> None:
+    """Another pipeline replayed under the same root (one artifact index, as one Vertex metadata store)
+    finds none of demo's models: not as its warm start, not as its baseline."""
+    other = _compile(folder, "vertex", folder / "other.json", "name=other")
+    index = json.loads((replays / "artifacts.json").read_text())["artifacts"]
+    assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
+               and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
+    _, summary = _replayed(folder, other, replays, "--root", str(replays), "--param", "span=2026-11-21")
+    assert summary["pipeline"] == "other" and summary["status"] == "ok"
+    assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
+    assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
+
+
+def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
+    _write_taxi_days(tmp_path)
     replays = tmp_path / "tfxd-runs" / "demo" / "replay"
     compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
     first = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
@@ -233,9 +280,7 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     assert summary["examples"] == {"spans": ["2026-11-21"]} and summary["pushed"]
     assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
     assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
-    again = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
-    assert again.returncode == 0, again.stdout + again.stderr
-    summary = _latest_replay(replays)
+    again, summary = _replayed(tmp_path, compiled, replays, "--param", "span=2026-11-21")
     assert summary["status"] == "skipped" and summary["reason"].startswith(
         "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
     tasks = {task["name"]: task for task in summary["tasks"]}
@@ -244,54 +289,18 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
     assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
     assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
     assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
-
-    # the schedule time: a scheduled run reads its day (here the day just trained on: nothing new)...
-    scheduled = tfxd("replay", str(compiled), "--schedule-time", "2026-11-22T03:00:00Z", cwd=tmp_path)
-    assert scheduled.returncode == 0, scheduled.stdout + scheduled.stderr
-    summary = _latest_replay(replays)
-    assert summary["status"] == "skipped" and summary["examples"] == {
-        "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
-    # ... a run started by hand, whose schedule time the engine leaves unfilled, is refused, never guessed
-    by_hand = tfxd("replay", str(compiled), cwd=tmp_path)
-    assert by_hand.returncode == 1
-    refusal = " ".join(by_hand.stderr.split())
-    assert "ExampleGen failed: " in refusal and "the placeholder was left unfilled" in refusal
-    assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
-        refusal)
-    # ... unless the spec asks for the day the run was created
-    created = _compile(tmp_path, "kubeflow", tmp_path / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
-                       "data.spans.unscheduled=creation_time")
-    fallback = tfxd("replay", str(created), cwd=tmp_path)
-    yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
-    assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
+    _the_schedule_time_gives_the_day(tmp_path, compiled, replays)
 
     # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
     vertex = _compile(tmp_path, "vertex", tmp_path / "demo.json", "push.to=gs://demo-bucket/kfp/demo/serving")
-    on_vertex = tfxd("replay", str(vertex), "--param", "span=2026-11-21", cwd=tmp_path)
-    assert on_vertex.returncode == 0, on_vertex.stdout + on_vertex.stderr
-    summary = _latest_replay(replays)
+    _, summary = _replayed(tmp_path, vertex, replays, "--param", "span=2026-11-21")
     assert summary["format"] == "vertex" and summary["status"] == "skipped"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
     assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
+    _another_pipeline_finds_none_of_demos_models(tmp_path, replays)
 
-    # another pipeline replayed under the same root (one artifact index, as one Vertex metadata store) finds
-    # none of demo's models: not as its warm start, not as its baseline
-    other = _compile(tmp_path, "vertex", tmp_path / "other.json", "name=other")
-    index = json.loads((replays / "artifacts.json").read_text())["artifacts"]
-    assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
-               and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
-    replayed = tfxd("replay", str(other), "--root", str(replays), "--param", "span=2026-11-21", cwd=tmp_path)
-    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
-    summary = _latest_replay(replays)
-    assert summary["pipeline"] == "other" and summary["status"] == "ok"
-    assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
-    assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
-
-    later = tfxd("replay", str(compiled), "--param", "span=2026-11-22", cwd=tmp_path)
-    assert later.returncode == 0, later.stdout + later.stderr
-    summary = _latest_replay(replays)
+    _, summary = _replayed(tmp_path, compiled, replays, "--param", "span=2026-11-22")
     warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
     assert warm["started"] is True, warm
     assert warm["from"] == summary["artifacts"]["warm_start_model_resolver.model"] + "/Format-Serving"
     assert summary["drift"]["previous_span"] == "2026-11-21" and "fare" in summary["drift"]["columns"]
-
