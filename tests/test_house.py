@@ -1,6 +1,7 @@
 """The house: every module's imports, read from the source, run only downward through the floors below,
 never in a circle; the component packages stay apart; an import inside a function says why; no module
-grows past MAX_LINES. The floors are written once, here (docs/design.md draws the same map)."""
+grows past MAX_LINES, no function (in bench/, tools/ and tests/ too) past MAX_FUNCTION_LINES. The floors
+are written once, here (docs/design.md draws the same map)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ KEYS = "tfxd.keys"  # where a name that crosses rooms lives
 # where the targets are told apart by name: the spec's models, and kubeflow/'s classes
 TARGET_TABLES = ("tfxd.pipeline.spec.targets", "tfxd.kubeflow.targets")
 MAX_LINES = 450
+MAX_FUNCTION_LINES = 60  # from `def` to the last line, decorators left out
+# besides the package's folders, the code read as often: the benchmarks, the tools, the tests
+OTHER_FOLDERS = ("bench", "tools", "tests")
 LAZY = re.compile(r"#.*\bstart-up\b")  # how an import inside a function says why it is there
 
 
@@ -316,6 +320,40 @@ def test_no_module_is_over_the_size_of_a_room():
     big = {name: lines for name, path in MODULES.items()
            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not big, f"modules over {MAX_LINES} lines: {big}"
+
+
+def _long_functions(source: str, where: str) -> list[str]:
+    """Each function of ``source`` (methods and nested functions included) longer than MAX_FUNCTION_LINES,
+    as ``where:line name: N lines``: past a screen, a function does several things and its reader loses
+    which of them a line serves."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > MAX_FUNCTION_LINES:
+                found.append(f"{where}:{node.lineno} {node.name}: {lines} lines")
+    return sorted(found, key=lambda line: int(line.split(":")[1].split(" ")[0]))
+
+
+def test_no_function_is_over_a_screen():
+    paths = [*MODULES.values(), *(path for folder in OTHER_FOLDERS for path in sorted((REPO / folder).rglob("*.py")))]
+    assert {path.relative_to(REPO).parts[0] for path in paths} >= {*FOLDERS, *OTHER_FOLDERS}
+    long = [line for path in paths
+            for line in _long_functions(path.read_text(encoding="utf-8"), str(path.relative_to(REPO)))]
+    assert not long, f"functions over {MAX_FUNCTION_LINES} lines (split them):\n" + "\n".join(long)
+
+
+def test_the_function_check_sees_a_long_function():
+    """61 lines is one too many; 60 pass, decorators not counted; a method and a nested function count."""
+    def body(lines: int, indent: str = "    ") -> str:
+        return "".join(f"{indent}x{i} = {i}\n" for i in range(lines))
+
+    source = ("@decorator\n@another\ndef fits():\n" + body(59)  # 60 lines with its def
+              + "def too_long():\n" + body(60)  # line 63
+              + "class Room:\n    async def method(self):\n" + body(60, " " * 8)  # line 125
+              + "def outer():\n    def inner():\n" + body(60, " " * 8))  # lines 186 and 187
+    assert _long_functions(source, "bad.py") == ["bad.py:63 too_long: 61 lines", "bad.py:125 method: 61 lines",
+                                                 "bad.py:186 outer: 62 lines", "bad.py:187 inner: 61 lines"]
 
 
 def test_the_checks_see_a_bad_house(tmp_path):
