@@ -223,6 +223,7 @@ def test_a_second_kubeflow_replay_takes_the_first_pushed_model_as_baseline(secon
     assert "binary_accuracy" in diffs
 
 
+@pytest.mark.xdist_group("tests/kubeflow/test_replay.py: the other examples")  # shares no module fixture
 @pytest.mark.parametrize(("example", "pipeline"), [("penguin", "penguin-species"), ("digits", "digits-cnn")])
 def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, pipeline):
     """Each example as shipped, compiled for Kubeflow, replays end to end: every task ran, the model is
