@@ -237,21 +237,27 @@ def _write_taxi_days(folder: Path) -> None:
 
 
 def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path) -> None:
-    """A scheduled run reads its day (here the day just trained on: nothing new); a run started by hand,
-    whose schedule time the engine leaves unfilled, is refused, never guessed, unless the spec asks for
-    the day the run was created."""
+    """A scheduled run reads its day (here the day just trained on: nothing new)."""
     _, summary = _replayed(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
     assert summary["status"] == "skipped" and summary["examples"] == {
         "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
-    by_hand = tfxd("replay", str(compiled), cwd=folder)
+
+
+@pytest.mark.xdist_group("tests/kubeflow/test_spans.py: by hand")  # shares nothing with the replays above
+def test_a_run_by_hand_is_refused_a_day_unless_the_spec_asks_for_the_day_it_was_created(tmp_path):
+    """A run started by hand, whose schedule time the engine leaves unfilled, is refused, never guessed,
+    unless the spec asks for the day the run was created."""
+    _write_taxi_days(tmp_path)
+    compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
+    by_hand = tfxd("replay", str(compiled), cwd=tmp_path)
     assert by_hand.returncode == 1
     refusal = " ".join(by_hand.stderr.split())
     assert "ExampleGen failed: " in refusal and "the placeholder was left unfilled" in refusal
     assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
         refusal)
-    created = _compile(folder, "kubeflow", folder / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
+    created = _compile(tmp_path, "kubeflow", tmp_path / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
                        "data.spans.unscheduled=creation_time")
-    fallback = tfxd("replay", str(created), cwd=folder)
+    fallback = tfxd("replay", str(created), cwd=tmp_path)
     yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
     assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
 

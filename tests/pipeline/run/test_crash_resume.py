@@ -341,7 +341,9 @@ def test_a_pipeline_reading_spans_resumes_after_sigterm_in_the_trainer_from_the_
 
 @pytest.mark.reliability("crash point")
 def test_sigterm_during_a_local_cluster_training_stops_every_worker_and_the_rerun_resumes(crash_project):
-    write_spec(crash_project, SPEC + "targets:\n  local: {trainer: {workers: 2}}\n")
+    # 600 steps: each of a cluster's steps is a collective between two processes, many times a step in one;
+    # 10 epochs of 60 still leave nine to stop in once the first is backed up
+    write_spec(crash_project, SPEC.replace("steps: 3000", "steps: 600") + "targets:\n  local: {trainer: {workers: 2}}\n")
     first = Running(crash_project)
     first.wait_for("> Trainer ...")
     backup = crash_project / "tfxd-runs" / "demo" / "pipeline" / "Trainer" / ".backup"
