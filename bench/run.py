@@ -86,7 +86,7 @@ def main() -> None:
         print("\n".join(bench.table_rows(result)), flush=True)
     text = _results_md(rows, sections, (time.monotonic() - start) / 60)
     if names == NAMES and not args.quick:
-        _write_results(text.split("\n"))
+        _write_results(text.split("\n"), _results_parts()[1])
     elif set(names) <= set(SPLICED) and not args.quick:
         _splice(rows, sections, names)
     print(text)
@@ -122,7 +122,7 @@ def _report(judged: list[tuple[str, list[dict] | None]]) -> int:
 
 def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:
     """Replace the rows and the section of ``names`` in RESULTS.md, leaving every other figure as it was."""
-    lines = _measured_part()
+    lines, hand_written = _results_parts()
     for name in names:
         row_prefix, heading = SPLICED[name]
         kept = [line for line in lines if not line.startswith(row_prefix)]
@@ -134,28 +134,25 @@ def _splice(rows: list[str], sections: list[str], names: list[str]) -> None:
             del kept[start:end]
         kept += [s for s in sections if s.startswith(heading)] + [""]
         lines = kept
-    _write_results(lines)
+    _write_results(lines, hand_written)
 
 
 # RESULTS.md's last section, written by hand: the figures behind the code's comments, kept by every write
 WHY_HEADING = "## Why the code is as it is: figures behind the comments"
 
 
-def _results_text() -> str:
+def _results_parts() -> tuple[list[str], str]:
+    """RESULTS.md as (its lines before the hand-written section: what runs of the benchmarks write, that
+    section as it is)."""
     with open(os.path.join(HERE, "RESULTS.md")) as handle:
-        return handle.read()
+        measured, heading, hand_written = handle.read().partition(WHY_HEADING)
+    return measured.rstrip("\n").split("\n"), heading + hand_written
 
 
-def _measured_part() -> list[str]:
-    """RESULTS.md's lines before the hand-written section: what runs of the benchmarks write."""
-    return _results_text().split(WHY_HEADING, 1)[0].rstrip("\n").split("\n")
-
-
-def _write_results(measured: list[str]) -> None:
-    """RESULTS.md: ``measured``, then the hand-written section as it was."""
-    _, heading, why = _results_text().partition(WHY_HEADING)
+def _write_results(measured: list[str], hand_written: str) -> None:
+    """RESULTS.md: ``measured``, then the hand-written section."""
     with open(os.path.join(HERE, "RESULTS.md"), "w") as handle:
-        handle.write("\n".join(measured).rstrip("\n") + "\n" + (f"\n{heading}{why}" if heading else ""))
+        handle.write("\n".join(measured).rstrip("\n") + "\n" + (f"\n{hand_written}" if hand_written else ""))
 
 
 def _first_section(lines: list[str]) -> int:

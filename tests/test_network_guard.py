@@ -3,6 +3,7 @@ dialled itself or a process it started did, and whether or not the refusal was c
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -49,12 +50,12 @@ def test_a_test_that_dials_outside_loopback_fails_naming_the_address(tmp_path):
 
 
 def test_loopback_and_the_suites_own_hosts_are_allowed(monkeypatch):
-    assert network_guard.refusal(2, ("127.0.0.1", 80)) is None
-    assert network_guard.refusal(10, ("::1", 80, 0, 0)) is None
-    assert network_guard.refusal(2, ("localhost", 80)) is None
-    assert network_guard.refusal(2, ("0.0.0.0", 80)) is None
-    assert network_guard.refusal(1, "/run/some.sock") is None  # AF_UNIX
-    assert network_guard.refusal(2, ("10.213.0.2", 2222)) == "10.213.0.2:2222"
+    assert network_guard.refusal(socket.AF_INET, ("127.0.0.1", 80)) is None
+    assert network_guard.refusal(socket.AF_INET6, ("::1", 80, 0, 0)) is None
+    assert network_guard.refusal(socket.AF_INET, ("localhost", 80)) is None
+    assert network_guard.refusal(socket.AF_INET, ("0.0.0.0", 80)) is None
+    assert network_guard.refusal(socket.AF_UNIX, "/run/some.sock") is None
+    assert network_guard.refusal(socket.AF_INET, ("10.213.0.2", 2222)) == "10.213.0.2:2222"
     monkeypatch.setenv(network_guard.HOSTS_ENV, "10.213.0.0/24")
-    assert network_guard.refusal(2, ("10.213.0.2", 2222)) is None
-    assert network_guard.refusal(2, ("10.213.1.2", 2222)) == "10.213.1.2:2222"
+    assert network_guard.refusal(socket.AF_INET, ("10.213.0.2", 2222)) is None
+    assert network_guard.refusal(socket.AF_INET, ("10.213.1.2", 2222)) == "10.213.1.2:2222"

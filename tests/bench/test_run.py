@@ -53,5 +53,5 @@ def test_writing_results_keeps_the_hand_written_section_last(tmp_path, monkeypat
     text = (tmp_path / "RESULTS.md").read_text()
     assert text.endswith("\n\n" + why) and text.count(bench_run.WHY_HEADING) == 1
     assert f"{heading}\n\nnew figures" in text and f"{prefix} new |" in text
-    bench_run._write_results(["# Results", "", "| b | 2 |"])
+    bench_run._write_results(["# Results", "", "| b | 2 |"], bench_run._results_parts()[1])
     assert (tmp_path / "RESULTS.md").read_text() == "# Results\n\n| b | 2 |\n\n" + why
