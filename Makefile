@@ -22,11 +22,15 @@ ENGINES_STAMP := $(ENGINES)/.installed
 # Kubeflow's own code as judges (conformance/*/: Go modules pinned by go.sum, built here, never in the wheel)
 CONFORMANCE := build/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE)/.built
+# Services the suite starts (services/*/: Go modules pinned by go.sum, built here, never in the wheel): a
+# Cloud Storage API server, fake-gcs-server, for the tests of buckets (tests/buckets/)
+SERVICES := build/services
+SERVICES_STAMP := $(SERVICES)/.built
 # The package as the wheel lays it out, in links to this checkout, for static tools (mypy, an editor): they
 # cannot follow pyproject's mapping of folders to tfxd.* (tools/typing_tree.py, CONTRIBUTING.md)
 TYPING_TREE := build/typing/tfxd
 
-.PHONY: help setup engines conformance demo test lint docs bench examples wheel clean
+.PHONY: help setup engines conformance services demo test lint docs bench examples wheel clean
 
 help:
 	@echo "make demo   set up, scaffold the taxi example, validate it and run it end to end"
@@ -82,6 +86,14 @@ $(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conforman
 
 conformance: $(CONFORMANCE_STAMP)
 
+$(SERVICES_STAMP): services/gcs/go.mod services/gcs/go.sum
+	@command -v go >/dev/null || { echo "Go not found: make test builds fake-gcs-server, the Cloud Storage API server the tests of buckets run against; install Go 1.26 or newer and retry" >&2; exit 2; }
+	@rm -rf $(SERVICES).partial && mkdir -p $(SERVICES).partial
+	cd services/gcs && go build -mod=readonly -trimpath -buildvcs=false -ldflags=-s -o $(abspath $(SERVICES)).partial/ github.com/fsouza/fake-gcs-server
+	rm -rf $(SERVICES) && mv $(SERVICES).partial $(SERVICES) && touch $@
+
+services: $(SERVICES_STAMP)
+
 # one folder per example, moved in whole by `tfxd init --data-only`
 $(EXAMPLE_DATA): examples/data/%: | $(STAMP)
 	$(TFXD) init examples --example $* --data-only
@@ -109,7 +121,7 @@ lint: setup
 # what the suite needs is made side by side: the Go build (cores), the jars (network), the example data and
 # the lint (one core each) overlap, which saves a fresh machine about two minutes
 test: setup
-	$(MAKE) --no-print-directory -j3 examples engines conformance lint
+	$(MAKE) --no-print-directory -j3 examples engines conformance services lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: setup examples engines

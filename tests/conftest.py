@@ -199,8 +199,8 @@ def _guarded_phase(item: pytest.Item) -> Iterator[None]:
         handle.seek(before)
         refused = [line.split(" ", 1) for line in handle.read().splitlines()]
     if refused:
-        pytest.fail("dialled outside loopback and the suite's own test hosts (tests/network_guard): "
-                    + "; ".join(f"{where} (pid {pid})" for pid, where in refused), pytrace=False)
+        pytest.fail("refused by the tests' guard (loopback and the suite's own test hosts only; no bucket path "
+                    "as a local file: tests/network_guard): " + "; ".join(f"{where} (pid {pid})" for pid, where in refused), pytrace=False)
     return result
 
 

@@ -28,6 +28,13 @@ INNER = textwrap.dedent("""\
         assert "refused (tests/network_guard)" in out
 
 
+    def test_starts_a_process_that_writes_a_bucket_path_as_a_local_file(tmp_path):
+        code = "import pathlib\\ntry:\\n    pathlib.Path('gs://tfxd-tests/runs/summary.json').write_text('{}')\\n" \\
+               "except OSError as error:\\n    print(error)"
+        subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
+        assert not (tmp_path / "gs:").exists()
+
+
     def test_stays_on_loopback():
         server = socket.create_server(("127.0.0.1", 0))
         with server, socket.create_connection(server.getsockname(), timeout=5):
@@ -42,11 +49,23 @@ def test_a_test_that_dials_outside_loopback_fails_naming_the_address(tmp_path):
                             str(tmp_path / "test_inner.py")], cwd=REPO, capture_output=True, text=True, timeout=300)
     out = inner.stdout + inner.stderr
     assert inner.returncode == 1, out
-    assert "2 failed, 1 passed" in out, out
+    assert "3 failed, 1 passed" in out, out
     assert "test_inner.py::test_dials_a_host_of_the_internet" in out
     assert "a connection to 192.0.2.1:80 refused (tests/network_guard)" in out
     assert "test_inner.py::test_starts_a_process_that_dials_and_swallows_the_refusal" in out
-    assert "dialled outside loopback and the suite's own test hosts (tests/network_guard): 198.51.100.7:443" in out
+    assert "refused by the tests' guard" in out
+    assert "a connection to 198.51.100.7:443 (pid" in out
+    assert "a bucket path opened as a local file: gs:/tfxd-tests/runs/summary.json (open) (pid" in out
+
+
+def test_bucket_paths_are_refused_to_local_file_functions_only():
+    refusal = network_guard.bucket_path_refusal
+    assert refusal("open", ("gs://b/x.json", "w", 0)) == "a bucket path opened as a local file: gs://b/x.json (open)"
+    assert refusal("os.mkdir", (b"/work/gs:/b/runs", 0o777, -1)) is not None
+    assert refusal("os.replace", ("/tmp/a", "s3:/b/a", -1, -1)) is not None
+    assert refusal("open", ("/tmp/tags:/x", "r", 0)) is None
+    assert refusal("open", ("/tmp/logs/run.log", "a", 0)) is None
+    assert refusal("socket.connect", (None, ("gs://b", 1))) is None
 
 
 def test_loopback_and_the_suites_own_hosts_are_allowed(monkeypatch):

@@ -1,5 +1,5 @@
-"""Paths and files: what counts as a URI rather than a local path, and atomic writes (a reader, or a
-run killed half-way, never sees half a file)."""
+"""Paths and files: what counts as a URI rather than a local path, where a run on a bucket keeps what only a
+local disk can hold, and atomic writes (a reader, or a run killed half-way, never sees half a file)."""
 
 from __future__ import annotations
 
@@ -15,13 +15,38 @@ def is_uri(path: str) -> bool:
     return "://" in path
 
 
+def local_state(root: str) -> str:
+    """Where the runs of ``root`` keep what must be on a local disk: ML Metadata's SQLite file, the run lock,
+    the log being written. ``root`` itself when it is local; for a bucket (`gs://B/P`), a folder of this
+    machine's state home ($XDG_STATE_HOME, else ~/.local/state): `<state home>/tfxd/gs/B/P`. SQLite cannot
+    live on an object store, nor can a lock or a file appended to line by line."""
+    if not is_uri(root):
+        return root
+    scheme, rest = root.split("://", 1)
+    home = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(home, "tfxd", scheme, *[part for part in rest.split("/") if part not in ("", ".", "..")])
+
+
+def join(base: str, *parts: str) -> str:
+    """``parts`` under ``base``, a local folder or a bucket URI (always with /)."""
+    return "/".join([base.rstrip("/"), *parts]) if is_uri(base) else os.path.join(base, *parts)
+
+
 def write_atomic(path: str, content: str | bytes) -> str:
-    """Write ``content`` (text as UTF-8) to ``path`` through a hidden partial file and a rename."""
+    """Write ``content`` (text as UTF-8) to ``path`` through a hidden partial file and a rename; on a bucket,
+    as one object in one upload (an object store has no rename, and an object appears whole or not at all)."""
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    if is_uri(path):
+        from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
+
+        with fileio.open(path, "wb") as handle:
+            handle.write(data)  # one write: the upload at close() carries all of it or fails
+        return path
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_name(f".{target.name}.partial")
     try:
-        partial.write_bytes(content.encode("utf-8") if isinstance(content, str) else content)
+        partial.write_bytes(data)
         os.replace(partial, target)
     except BaseException:
         partial.unlink(missing_ok=True)  # a full disk, a signal: no half-written file is left behind

@@ -19,7 +19,7 @@ from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
 from tfxd import console, direct_runner, keys, patches, stops, tf_env
-from tfxd.files import write_json
+from tfxd.files import join, local_state, write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
 from tfxd.pipeline.run import beam_engine, lock, metadata, records, unfinished
@@ -50,19 +50,37 @@ class RunPaths:
 
     @property
     def run_dir(self) -> str:
-        return os.path.join(self.root, "runs", self.run_id)
+        return join(self.root, "runs", self.run_id)
 
     @property
     def log(self) -> str:
-        return os.path.join(self.run_dir, "logs", "run.log")
+        """Written line by line as the run goes, so on a local disk: in the root's runs/, or a bucket root's
+        local state folder (tfxd.files.local_state), whence it is published beside the summary at the end."""
+        return os.path.join(local_state(self.root), "runs", self.run_id, "logs", "run.log")
+
+    @property
+    def published_log(self) -> str:
+        return join(self.run_dir, "logs", "run.log")
 
     @property
     def summary(self) -> str:
-        return os.path.join(self.run_dir, "summary.json")
+        return join(self.run_dir, "summary.json")
 
     @property
     def report(self) -> str:
-        return os.path.join(self.run_dir, "report.html")
+        return join(self.run_dir, "report.html")
+
+    def publish_log(self) -> None:
+        """A bucket root's copy of the log, as it stands when the run ends (a local root's is the log)."""
+        if self.published_log == self.log:
+            return
+        from tfx.dsl.io import fileio
+
+        try:
+            fileio.copy(self.log, self.published_log, overwrite=True)
+        except Exception:  # noqa: BLE001 - the run's own outcome matters more; the local log stays
+            logging.exception("the log could not be copied to %s", self.published_log)
+            console.warn(f"the log could not be copied to {self.published_log}; it is at {self.log}")
 
 
 class _Progress(logging.Handler):
@@ -196,6 +214,9 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     progress = _Progress()
     _route_logs(paths, verbose, progress)
     console.step(f"run {paths.run_id} of {loaded.spec.name}; log: {paths.log}")
+    if paths.log != paths.published_log:
+        console.info(f"the root is a bucket: ML Metadata and the log are kept on this machine in "
+                     f"{local_state(root)}; the log is copied to {paths.published_log} when the run ends")
     os.environ[keys.LOG_DIR_ENV] = os.path.dirname(paths.log)
 
     started = time.time()
@@ -213,7 +234,10 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
-    return _outcome(loaded, paths, root, progress, started, tfx, engine, failure)
+    try:
+        return _outcome(loaded, paths, root, progress, started, tfx, engine, failure)
+    finally:
+        paths.publish_log()
 
 
 def _outcome(loaded: LoadedSpec, paths: RunPaths, root: str, progress: _Progress, started: float, tfx: Any,

@@ -9,7 +9,7 @@ import fcntl
 import os
 from collections.abc import Iterator
 
-from tfxd.files import is_uri
+from tfxd.files import local_state
 
 LOCK_NAME = "tfxd-run.lock"
 
@@ -25,19 +25,17 @@ class RunLocked(Exception):
 
 
 def lock_path(root: str) -> str:
-    return os.path.join(root, LOCK_NAME)
+    return os.path.join(local_state(root), LOCK_NAME)
 
 
 @contextlib.contextmanager
 def hold(root: str) -> Iterator[str | None]:
     """Hold ``root``'s run lock for the block (yields the lock file's path), or raise RunLocked at once.
-    A bucket root (gs://...) cannot be locked from here; it is left unlocked (yields None)."""
-    if is_uri(root):
-        yield None
-        return
+    A bucket root's lock is in this machine's state folder for it (tfxd.files.local_state): it keeps this
+    machine's runs apart, as its ML Metadata store is this machine's too."""
     path = lock_path(root)
     if not os.path.exists(path):
-        os.makedirs(root, exist_ok=True)
+        os.makedirs(local_state(root), exist_ok=True)
     # non-inheritable (PEP 446): a worker process left behind by a killed run does not keep the lock
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:

@@ -10,11 +10,15 @@ import sqlite3
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 
+from tfxd.files import local_state
+
 FILE_NAME = "metadata.sqlite"
 
 
 def metadata_path(root: str) -> str:
-    return os.path.join(root, FILE_NAME)
+    """The SQLite file of ``root``'s store: in the root, or for a bucket root in its local state folder
+    (tfxd.files.local_state)."""
+    return os.path.join(local_state(root), FILE_NAME)
 
 
 def connection_config(root: str, readonly: bool = False) -> mlmd.ConnectionConfig:

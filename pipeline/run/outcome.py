@@ -10,6 +10,7 @@ import re
 import shutil
 
 from tfxd import stops
+from tfxd.files import local_state
 
 
 def new_run_id() -> str:
@@ -85,7 +86,7 @@ def disk_full(text: str, root: str) -> str | None:
     ENOSPC, whatever wrapped it); None otherwise. Names ``root`` and the space free there now."""
     if not _NO_SPACE.search(text):
         return None
-    where = root
+    where = local_state(root)  # for a bucket root, the local disk its run wrote to
     while not os.path.exists(where) and os.path.dirname(where) != where:
         where = os.path.dirname(where)
     usage = shutil.disk_usage(where)

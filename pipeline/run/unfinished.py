@@ -50,8 +50,17 @@ def _settle(root: str) -> list[str]:
 
 
 def _remove_under(root: str, uri: str) -> None:
-    """Remove ``uri`` if it is a local folder or file inside ``root`` (never anything else)."""
-    if not uri or is_uri(uri):
+    """Remove ``uri`` if it is a folder or file inside ``root``, local or on a bucket (never anything else)."""
+    if not uri:
+        return
+    if is_uri(uri) or is_uri(root):
+        if uri.startswith(root.rstrip("/") + "/"):
+            from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
+
+            if fileio.isdir(uri):
+                fileio.rmtree(uri)
+            elif fileio.exists(uri):
+                fileio.remove(uri)
         return
     path = os.path.realpath(uri)
     if os.path.commonpath([path, os.path.realpath(root)]) != os.path.realpath(root):

@@ -49,3 +49,17 @@ def test_tfxds_beam_executors_make_pipelines_that_remove_their_folder(module, tm
     wrapped = executor_class(context)._make_beam_pipeline()
     assert isinstance(wrapped, PipelineTempRemoved) and isinstance(wrapped.pipeline, beam.Pipeline)
     assert not os.path.exists(_fails_while_building(wrapped))
+
+
+def test_a_bucket_roots_local_state_is_under_the_state_home(monkeypatch, tmp_path):
+    from tfxd.files import join, local_state
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert local_state("gs://b/runs/taxi") == str(tmp_path / "tfxd" / "gs" / "b" / "runs" / "taxi")
+    assert local_state("s3://b/../x/") == str(tmp_path / "tfxd" / "s3" / "b" / "x")
+    assert local_state("/data/runs") == "/data/runs"
+    monkeypatch.delenv("XDG_STATE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert local_state("gs://b/r") == str(tmp_path / "home" / ".local" / "state" / "tfxd" / "gs" / "b" / "r")
+    assert join("gs://b/runs/", "runs", "1", "summary.json") == "gs://b/runs/runs/1/summary.json"
+    assert join("/data/runs", "runs", "1") == "/data/runs/runs/1"
