@@ -13,6 +13,7 @@ import sys
 import click
 
 from tfxd import console, stops
+from tfxd.buckets import BucketsSplit
 from tfxd.cli import scaffold
 from tfxd.cli.options import fails_well, output_option, set_option, target_option
 from tfxd.files import write_atomic
@@ -151,7 +152,7 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
 
         try:
             summary = local_run.run(loaded, to, verbose=ctx.find_root().params.get("verbose", False))
-        except (RunFailed, RunLocked, StoreUnreadable) as exc:
+        except (RunFailed, RunLocked, StoreUnreadable, BucketsSplit) as exc:
             console.error(str(exc))
             sys.exit(1)
         except RunInterrupted as exc:

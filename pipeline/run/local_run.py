@@ -18,7 +18,7 @@ import absl.logging
 from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
 from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import console, direct_runner, keys, patches, stops, tf_env
+from tfxd import buckets, console, direct_runner, keys, patches, stops, tf_env
 from tfxd.files import join, local_state, write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
@@ -199,8 +199,9 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> LocalRun:
     """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
     Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), lock.RunLocked (another run uses
-    the root), or metadata.StoreUnreadable."""
+    the root), metadata.StoreUnreadable, or buckets.BucketsSplit (nothing written)."""
     root = loaded.resolve(loaded.spec.root or "")
+    buckets.check_emulator([root, loaded.spec.data.path, loaded.spec.push.to])
     with lock.hold(root), stops.handling():
         metadata.check(root)  # before anything is written: a damaged store is left as it is
         return _run_locked(loaded, root, to, verbose)

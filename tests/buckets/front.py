@@ -18,6 +18,11 @@ Where the two servers differ, the front does what Cloud Storage does, and nothin
 - A batch request's parts need no Content-ID at Cloud Storage, and google-cloud-storage sends none (batch.py,
   _prepare_batch_request; Beam's GCSIO renames and deletes by batches); fake-gcs-server skips a part without
   one (fakestorage/server.go, handleBatchCall). The front numbers the parts that have none.
+- A resumable upload's status query (`PUT`, no body, `Content-Range: bytes */TOTAL`, what a client sends
+  after a connection dropped: TensorFlow's gcs_file_system.cc RequestUploadSessionStatus) is answered by Cloud
+  Storage with 308 and the bytes it holds, and the upload goes on; fake-gcs-server commits what it holds
+  (fakestorage/upload.go, uploadFileContent: no known range means the end), which published an empty
+  schema here. The front answers such a query itself from the bytes it has passed on.
 - A request without the metadata server's token is refused with 401, as Cloud Storage refuses an anonymous
   client on a private bucket.
 Faults (503, 429, a connection cut in the middle of an upload) are armed by the test: ``Front.fail``.
@@ -38,24 +43,27 @@ from dataclasses import dataclass, field
 
 TOKEN = "tfxd-tests-token"  # noqa: S105 - a test token, the metadata stand-in's only one
 PROJECT = "tfxd-tests"
+_CONTENT_RANGE = re.compile(r"bytes (\*|(\d+)-(\d+))/(\d+|\*)")
 _HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "expect", "te", "trailer", "upgrade",
                "proxy-connection", "content-length"}
 
 
 @dataclass
 class Fault:
-    """``count`` requests whose method and path match get ``status`` (an HTTP error) or, for ``cut``, the
-    connection closed half-way through their body."""
+    """``count`` requests whose method, path and client (User-Agent) match get ``status`` (an HTTP error)
+    or, for ``cut``, the connection closed half-way through their body."""
 
     method: str
     path_contains: str
     status: int | None = None
     cut: bool = False
     count: int = 1
-    hits: int = 0
+    agent_contains: str = ""
+    hits: list[str] = field(default_factory=list)  # the paths it hit
 
-    def matches(self, method: str, path: str) -> bool:
-        return self.hits < self.count and method == self.method and self.path_contains in path
+    def matches(self, method: str, path: str, agent: str) -> bool:
+        return (len(self.hits) < self.count and method == self.method and self.path_contains in path
+                and self.agent_contains in agent)
 
 
 @dataclass
@@ -79,6 +87,7 @@ class Front:
         self.address, self.http_port, self.backend = address, http_port, backend
         self.faults: list[Fault] = []
         self.seen = Seen()
+        self.uploads: dict[str, int] = {}  # a resumable upload's bytes the backend holds, by upload_id
         self._lock = threading.Lock()
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         context.load_cert_chain(cert, key)
@@ -97,17 +106,17 @@ class Front:
             server.server_close()
 
     def fail(self, method: str, path_contains: str, *, status: int | None = None, cut: bool = False,
-             count: int = 1) -> Fault:
-        fault = Fault(method, path_contains, status=status, cut=cut, count=count)
+             count: int = 1, agent_contains: str = "") -> Fault:
+        fault = Fault(method, path_contains, status=status, cut=cut, count=count, agent_contains=agent_contains)
         with self._lock:
             self.faults.append(fault)
         return fault
 
-    def fault_for(self, method: str, path: str) -> Fault | None:
+    def fault_for(self, method: str, path: str, agent: str) -> Fault | None:
         with self._lock:
             for fault in self.faults:
-                if fault.matches(method, path):
-                    fault.hits += 1
+                if fault.matches(method, path, agent):
+                    fault.hits.append(path)
                     return fault
         return None
 
@@ -171,7 +180,7 @@ class _FrontHandler(http.server.BaseHTTPRequestHandler):
     def _serve(self) -> None:
         if self.path.startswith("/computeMetadata/") or self.path == "/":
             return self._metadata()
-        fault = self.front.fault_for(self.command, self.path)
+        fault = self.front.fault_for(self.command, self.path, self.headers.get("User-Agent", ""))
         if fault is not None and fault.cut:
             self._cut()
             return
@@ -183,7 +192,25 @@ class _FrontHandler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
             return self._reply(401, {"error": {"code": 401, "message": "Anonymous caller does not have "
                                                "storage.objects.get access (no token from the metadata server)"}})
-        self._forward(body)
+        upload = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("upload_id", [""])[0]
+        sent = _CONTENT_RANGE.fullmatch(self.headers.get("Content-Range", "").strip())
+        if self.command == "PUT" and upload and sent and sent.group(1) == "*" and sent.group(4) != "*":
+            held = self.front.uploads.get(upload, 0)
+            if held < int(sent.group(4)):
+                return self._resume_incomplete(held)
+        status = self._forward(body)
+        if upload and sent and sent.group(1) != "*" and status in (200, 201, 308):
+            self.front.uploads[upload] = int(sent.group(3)) + 1
+
+    def _resume_incomplete(self, held: int) -> None:
+        """Cloud Storage's answer to a status query on an upload it does not hold whole: 308, and the bytes
+        it holds (none: no Range)."""
+        self.front.seen.add(self.command, self.path, self.headers.get("User-Agent", ""), 308)
+        self.send_response(308, "Resume Incomplete")
+        if held:
+            self.send_header("Range", f"bytes=0-{held - 1}")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
     def _body(self) -> bytes:
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -205,7 +232,7 @@ class _FrontHandler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         self.connection.shutdown(socket.SHUT_RDWR)
 
-    def _forward(self, body: bytes) -> None:
+    def _forward(self, body: bytes) -> int:
         connection = http.client.HTTPConnection(*self.front.backend, timeout=120)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         headers["Content-Length"] = str(len(body))
@@ -225,6 +252,7 @@ class _FrontHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(content)
+        return answer.status
 
     def _here(self, location: str) -> str:
         """An upload session's address as this front's (fake-gcs-server writes http:// and the Host asked

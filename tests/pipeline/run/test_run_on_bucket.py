@@ -12,6 +12,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -42,10 +43,17 @@ def penguin_on_bucket(bucket, tmp_path_factory):
     env = {"XDG_STATE_HOME": str(folder / "state")}
     tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
     runs = []
+    # the first run meets a flaky Cloud Storage: TensorFlow's uploads answered 503, its listings 429, an
+    # upload's connection cut half-way; it retries within its policy (tsl/platform/cloud/retrying_utils.cc)
+    front = bucket.front
+    faults = [front.fail("POST", "uploadType=resumable", status=503, count=2, agent_contains="TSL"),
+              front.fail("GET", f"/storage/v1/b/{BUCKET}/o?", status=429, count=2, agent_contains="TSL"),
+              front.fail("PUT", "upload_id=", cut=True, count=1, agent_contains="TSL")]
     for _ in range(2):
         seen = len(bucket.front.seen.requests)
         runs.append(bucket.run(tfxd, "run", "penguin.yaml", *EXAMPLE_ARGS, cwd=folder, env=env))
         runs[-1].requests = bucket.front.seen.requests[seen:]
+    runs[0].faults = faults
     return folder, runs
 
 
@@ -86,6 +94,14 @@ def test_every_client_reached_the_bucket_by_its_own_code_with_the_clusters_token
     assert not refused, refused
 
 
+def test_the_first_run_rode_out_a_flaky_cloud_storage(penguin_on_bucket):
+    _, (first, _) = penguin_on_bucket
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert [len(fault.hits) for fault in first.faults] == [2, 2, 1], [fault.hits for fault in first.faults]
+    answered = [status for _, _, agent, status in first.requests if agent == "TSL"]
+    assert answered.count(503) == 2 and answered.count(429) == 2 and answered.count(0) == 1  # 0: the cut
+
+
 def test_a_second_run_reuses_what_the_first_published_on_the_bucket(bucket, penguin_on_bucket):
     _, (_, second) = penguin_on_bucket
     assert second.returncode == 0, second.stdout + second.stderr
@@ -115,3 +131,43 @@ def test_the_front_refuses_what_cloud_storage_refuses_and_takes_what_it_takes(bu
         connection.close()
     assert statuses_seen == {"fake-gcs-server": 501, "front": 200}
     assert bucket.read(BUCKET, "identity.txt") == b"ok"
+
+
+def test_a_status_query_on_an_upload_holding_nothing_publishes_nothing(bucket):
+    """After a dropped connection a client asks how much of its upload arrived (`Content-Range: bytes */N`).
+    Cloud Storage answers 308 and keeps waiting; fake-gcs-server alone commits what it holds, an empty
+    object, which is what published an empty schema before the front answered such queries itself."""
+    answers = {}
+    for name, (host, port) in {"fake-gcs-server": bucket.backend, "front": (bucket.host, bucket.http_port)}.items():
+        connection = http.client.HTTPConnection(host, port, timeout=30)
+        auth = {"Authorization": f"Bearer {TOKEN}", "Content-Length": "0"}
+        connection.request("POST", f"/upload/storage/v1/b/{BUCKET}/o?uploadType=resumable&name=held-{name}.txt",
+                           headers=auth)
+        answer = connection.getresponse()
+        answer.read()
+        session = urllib.parse.urlsplit(answer.getheader("Location"))
+        connection.request("PUT", f"{session.path}?{session.query}", headers={**auth, "Content-Range": "bytes */5"})
+        answer = connection.getresponse()
+        answer.read()
+        answers[name] = answer.status
+        connection.close()
+    assert answers == {"fake-gcs-server": 200, "front": 308}
+    assert bucket.objects(BUCKET, "held-") == ["held-fake-gcs-server.txt"]  # the empty object only the backend made
+
+
+def test_an_emulator_tensorflow_cannot_reach_is_refused_before_anything_is_written(bucket, tmp_path):
+    """STORAGE_EMULATOR_HOST names an emulator on loopback while Google's names lead to the front: Beam would
+    read from one store and TensorFlow write to another, so the run is refused, naming both."""
+    spec = (REPO / "examples" / "penguin.yaml").read_text().replace("path: data/penguin", f"path: gs://{BUCKET}/data/penguin")
+    (tmp_path / "penguin.yaml").write_text(SPEC_HEAD.replace("/runs", "/refused-runs") + spec)
+    before = bucket.objects(BUCKET)
+    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    result = bucket.run(tfxd, "run", "penguin.yaml", cwd=tmp_path, timeout=300,
+                        env={"STORAGE_EMULATOR_HOST": "http://127.0.0.1:9", "XDG_STATE_HOME": str(tmp_path / "state")})
+    assert result.returncode == 1, result.stdout + result.stderr
+    message = " ".join((result.stdout + result.stderr).split())
+    assert ("STORAGE_EMULATOR_HOST=http://127.0.0.1:9 sends google-cloud-storage and Beam to a Cloud Storage "
+            "emulator") in message
+    assert f"www.googleapis.com resolves to {bucket.host} here, not to 127.0.0.1" in message
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["penguin.yaml"]
+    assert bucket.objects(BUCKET) == before
