@@ -88,6 +88,7 @@ conformance: $(CONFORMANCE_STAMP)
 
 $(SERVICES_STAMP): services/gcs/go.mod services/gcs/go.sum
 	@command -v go >/dev/null || { echo "Go not found: make test builds fake-gcs-server, the Cloud Storage API server the tests of buckets run against; install Go 1.26 or newer and retry" >&2; exit 2; }
+	@command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q iproute2 >/dev/null; } || { echo "ip (Debian's iproute2) not found: the tests of buckets run their processes in network namespaces of their own; install it (apt-get install iproute2) and retry" >&2; exit 2; }
 	@rm -rf $(SERVICES).partial && mkdir -p $(SERVICES).partial
 	cd services/gcs && go build -mod=readonly -trimpath -buildvcs=false -ldflags=-s -o $(abspath $(SERVICES)).partial/ github.com/fsouza/fake-gcs-server
 	rm -rf $(SERVICES) && mv $(SERVICES).partial $(SERVICES) && touch $@
