@@ -35,7 +35,7 @@ from tfxd.components.example_gen import (
     span_decision,
 )
 from tfxd.components.example_gen.span_decision import FILES_KEY
-from tfxd.files import PipelineTempRemovedExecutor, empty_outputs
+from tfxd.files import PipelineTempRemovedExecutor, empty_outputs, is_uri, join
 from tfxd.formats import FORMATS
 from tfxd.reader_config import ReaderConfig
 
@@ -240,7 +240,7 @@ class Executor(PipelineTempRemovedExecutor, BaseExampleGenExecutor):
         split_uris = {name: artifact_utils.get_split_uri(examples, name) for name in names}
         for uri in split_uris.values():
             fileio.makedirs(uri)
-        temp_dir = os.path.join(self._get_tmp_dir(), "tfxd_columnar")
+        temp_dir = _temp_dir_beside(self._get_tmp_dir(), artifact_utils.get_single_uri(examples))
         fileio.makedirs(temp_dir)
         report_dir = exec_properties[REPORT_DIR_KEY]
         config = reader_config.of(exec_properties)
@@ -252,10 +252,26 @@ class Executor(PipelineTempRemovedExecutor, BaseExampleGenExecutor):
             counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
             reports.write_columns_and_bad(seen, [bad], report_dir)
             _write_drift_examples(pipeline, exec_properties)
+        if fileio.exists(temp_dir):
+            fileio.rmtree(temp_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)
         if payload_format:
             for artifact in examples:
                 examples_utils.set_payload_format(artifact, payload_format)
+
+
+def _temp_dir_beside(tmp_dir: str, examples_uri: str) -> str:
+    """Where the files are written before they are published by a rename: the executor's temporary folder
+    when it is on the outputs' filesystem, else a hidden folder in the examples artifact (Beam renames within
+    one filesystem only). On Kubeflow Pipelines the temporary folder is the pod's local disk (TFX's v2
+    entrypoint puts it beside the executor's output file, kubeflow_v2_run_executor.py) and the outputs are on
+    the bucket."""
+    def scheme(path: str) -> str:
+        return path.split("://", 1)[0] if is_uri(path) else "file"
+
+    if scheme(tmp_dir) == scheme(examples_uri):
+        return os.path.join(tmp_dir, "tfxd_columnar")
+    return join(examples_uri, ".tfxd_columnar")
 
 
 class _TrainExamplesOfSpan(beam.PTransform):

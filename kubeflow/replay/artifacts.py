@@ -1,5 +1,5 @@
 """Where a replay keeps artifacts: the image's project and the buckets a compiled file names, mapped to
-local folders; and the index of every artifact replays under one root produced, which answers the
+local folders (or, on a Cloud Storage emulator, the buckets left as they are); and the index of every artifact replays under one root produced, which answers the
 resolver queries TFX's compiler writes (the latest blessed model...) as Vertex answers them from ML
 Metadata."""
 
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfxd import keys
+from tfxd import buckets, keys
 from tfxd.files import write_json
-from tfxd.kubeflow.replay.ir import ReplayError, substitute
+from tfxd.kubeflow.replay.ir import Compiled, ReplayError, substitute
 
 INDEX_FILE = "artifacts.json"
 BUCKET_DIR = "bucket"
@@ -24,10 +24,12 @@ BUCKET_SCHEMES = ("gs", "s3")
 
 @dataclass
 class Localizer:
-    """The image's project -> ``project_dir``; a bucket (`gs://B/...`) -> `<root>/bucket/B/...`."""
+    """The image's project -> ``project_dir``; a bucket (`gs://B/...`) -> `<root>/bucket/B/...`, or left as
+    it is (``keep_buckets``: a replay on the buckets themselves)."""
 
     project_dir: str
     root: str
+    keep_buckets: bool = False
     seen: dict[str, str] = field(default_factory=dict)  # bucket URI prefix -> local folder
 
     _PROJECT = re.compile(re.escape(keys.IMAGE_PROJECT_DIR) + r"(?![\w.-])")
@@ -44,6 +46,8 @@ class Localizer:
         return value
 
     def _bucket(self, match: re.Match) -> str:
+        if self.keep_buckets:
+            return match.group(0)
         local = os.path.join(self.root, BUCKET_DIR, match.group(2))
         self.seen[match.group(0)] = local
         return local
@@ -56,6 +60,20 @@ class Localizer:
             if path == local or path.startswith(local + os.sep):
                 return uri + path[len(local):].replace(os.sep, "/")
         return None
+
+
+def writes_to_buckets(compiled: Compiled) -> bool:
+    """Whether a replay writes to the buckets the file names: where a Cloud Storage emulator is named
+    (STORAGE_EMULATOR_HOST) and every client reaches it (tfxd.buckets), as a cluster writes to its bucket;
+    else buckets map to local folders (Localizer)."""
+    root = compiled.pipeline_root or ""
+    if not os.environ.get(buckets.EMULATOR_ENV) or not root.startswith("gs://"):
+        return False
+    try:
+        buckets.check_emulator([root])
+    except buckets.BucketsSplit as exc:
+        raise ReplayError(str(exc)) from None
+    return True
 
 
 def runtime_artifact(record: dict[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ output going to the task's log.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from tfx.utils import name_utils
 
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer import job_launch, vertex_job
+from tfxd.files import join
 from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
 from tfxd.kubeflow.replay.ir import (
@@ -86,6 +88,7 @@ class Replay:
     created: str = ""  # RFC 3339, UTC
     schedule_time: str | None = None
     engine: RunningEngine | None = None  # Flink or Spark started here for Beam as compiled
+    on_buckets: bool = False  # artifacts on the compiled pipeline root's bucket, as on the cluster (runner.py)
 
     def job_placeholder(self, constant: Any) -> Any:
         """A task input's constant as the engine hands it on: the job's creation time and, in a scheduled
@@ -104,6 +107,22 @@ class Replay:
     @property
     def log_dir(self) -> str:
         return os.path.join(self.run_dir, "logs")
+
+    @property
+    def artifact_root(self) -> str:
+        """Where the tasks' output artifacts go: `<pipeline root>/<run id>` on the bucket the file names, or
+        the run's local folder."""
+        root = self.compiled.pipeline_root
+        return join(root, self.compiled.name, self.run_id) if self.on_buckets and root else self.run_dir
+
+    def remove_outputs(self, task: str) -> None:
+        """A stopped task's partial outputs: its local folder, and its artifacts on the bucket."""
+        shutil.rmtree(os.path.join(self.run_dir, task), ignore_errors=True)
+        if self.artifact_root != self.run_dir:
+            from tfx.dsl.io import fileio
+
+            with contextlib.suppress(Exception):  # a stop goes on; what is left is never recorded
+                fileio.rmtree(join(self.artifact_root, task))
 
 
 @dataclass
@@ -182,7 +201,7 @@ class Launcher:
         os.makedirs(task_dir, exist_ok=True)
         definitions = component.get("outputDefinitions", {})
         outputs = {key: [{"name": self.artifact_name(name, key), "schemaTitle": title(definition.get("artifactType", {})),
-                          "uri": os.path.join(task_dir, key), "metadata": {}}]
+                          "uri": join(self.replay.artifact_root, name, key), "metadata": {}}]
                    for key, definition in definitions.get("artifacts", {}).items()}
         output_parameters = {key: os.path.join(task_dir, "parameters", key) for key in definitions.get("parameters", {})}
         for path in output_parameters.values():
@@ -365,8 +384,10 @@ def _artifact_value(record: dict[str, Any], what: str, metadata_key: str | None)
     if what == "uri":
         return record["uri"]
     if what == "value":
-        path = os.path.join(record["uri"], "value") if os.path.isdir(record["uri"]) else record["uri"]
-        with open(path, encoding="utf-8") as handle:
+        from tfx.dsl.io import fileio
+
+        path = join(record["uri"], "value") if fileio.isdir(record["uri"]) else record["uri"]
+        with fileio.open(path, "r") as handle:
             return handle.read()
     value = record.get("metadata", {}).get(metadata_key)
     return None if value is None else value if isinstance(value, str) else json.dumps(value)

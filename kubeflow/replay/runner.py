@@ -31,7 +31,6 @@ import datetime
 import json
 import os
 import re
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +40,13 @@ from tfxd.beam_engines import ENGINES, Engine
 from tfxd.beam_engines import problems as engine_problems
 from tfxd.direct_runner import direct_args
 from tfxd.files import write_json
-from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, clause, split_and
+from tfxd.kubeflow.replay.artifacts import (
+    ArtifactIndex,
+    Localizer,
+    clause,
+    split_and,
+    writes_to_buckets,
+)
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError
 from tfxd.kubeflow.replay.ir import (
     Compiled,
@@ -72,7 +77,7 @@ class _Tasks:
         self.replay = replay
         self.spec = replay.compiled.spec
         self.on_task = on_task or (lambda name, event: None)
-        self.localize = Localizer(replay.project_dir, replay.root)
+        self.localize = Localizer(replay.project_dir, replay.root, keep_buckets=replay.on_buckets)
         self.index = ArtifactIndex(replay.root)
         self.launcher = Launcher(replay, self.localize, self.index)
         self.results: dict[str, TaskResult] = {}
@@ -206,7 +211,7 @@ class _Tasks:
                 result = self.execute(row, task, component, executor)
             except KeyboardInterrupt as exc:  # SIGINT or SIGTERM (tfxd.stops): the task was stopped
                 row["status"], row["seconds"] = "interrupted", round(time.monotonic() - started, 1)
-                shutil.rmtree(os.path.join(self.replay.run_dir, name), ignore_errors=True)  # its partial outputs
+                self.replay.remove_outputs(name)
                 self.interrupted = stops.name(getattr(exc, "signum", None))
                 self._write_summary(self.summary())
                 raise
@@ -340,7 +345,7 @@ class _Tasks:
             blessed=None if not model else bool(model.get("blessed")),
             model=model.get("current_model") if model else None, baseline=model.get("baseline_model") if model else None,
             pushed=None if not push else bool(push.get("pushed")), pushed_destination=destination,
-            pushed_destination_on_cluster=self.localize.on_cluster(destination),
+            pushed_destination_on_cluster=destination if self.replay.on_buckets else self.localize.on_cluster(destination),
             pipeline_root_on_cluster=self.replay.compiled.pipeline_root,
             buckets=dict(sorted(self.localize.seen.items())), strategy=trained.plan.to_json() if trained else None,
             warm_start=trained.warm_start if trained else None, drift=gates.get("drift"), skew=gates.get("skew"),
@@ -419,7 +424,7 @@ def replay(compiled_path: str, *, project_dir: str, root: str, parameters: dict[
         running = stack.enter_context(beam_engine.running(engine[0], None, engine[1],
                                                           os.path.join(root, run_id, "logs"))) if engine else None
         tasks = _Tasks(Replay(compiled, project_dir, root, run_id, values, beam_in_memory, created, schedule_time,
-                              running), on_task)
+                              running, on_buckets=writes_to_buckets(compiled)), on_task)
         try:
             return tasks.run()
         finally:
