@@ -29,7 +29,7 @@ def local_state(root: str) -> str:
 
 def join(base: str, *parts: str) -> str:
     """``parts`` under ``base``, a local folder or a bucket URI (always with /)."""
-    return "/".join([base.rstrip("/"), *parts]) if is_uri(base) else os.path.join(base, *parts)
+    return "/".join(part.rstrip("/") for part in (base, *parts)) if is_uri(base) else os.path.join(base, *parts)
 
 
 def write_atomic(path: str, content: str | bytes) -> str:

@@ -1,7 +1,7 @@
 """Where a replay keeps artifacts: the image's project and the buckets a compiled file names, mapped to
-local folders (or, on a Cloud Storage emulator, the buckets left as they are); and the index of every artifact replays under one root produced, which answers the
-resolver queries TFX's compiler writes (the latest blessed model...) as Vertex answers them from ML
-Metadata."""
+local folders (or, on a Cloud Storage emulator, the buckets left as they are); and the index of every
+artifact replays under one root produced, which answers the resolver queries TFX's compiler writes (the
+latest blessed model...) as Vertex answers them from ML Metadata."""
 
 from __future__ import annotations
 

@@ -110,8 +110,8 @@ class Replay:
 
     @property
     def artifact_root(self) -> str:
-        """Where the tasks' output artifacts go: `<pipeline root>/<run id>` on the bucket the file names, or
-        the run's local folder."""
+        """Where the tasks' output artifacts go: `<pipeline root>/<pipeline>/<run id>` on the bucket the file
+        names, or the run's local folder."""
         root = self.compiled.pipeline_root
         return join(root, self.compiled.name, self.run_id) if self.on_buckets and root else self.run_dir
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tfxd.files import is_uri
+from tfxd.files import is_uri, join
 from tfxd.pipeline.report.markup import escape, fmt, table, text
 
 STATS_FILE = "FeatureStats.pb"  # tfx.components.statistics_gen.executor.DEFAULT_FILE_NAME in TFX 1.16
@@ -34,7 +34,7 @@ def section(folder: Any, split_order: list[str]) -> str:
     if not splits:
         out.append(f'<p class="muted">No Split-* folders in <span class="mono">{escape(folder)}</span>.</p>')
     for split in splits:
-        path = _join(folder, SPLIT_PREFIX + split, STATS_FILE)
+        path = join(folder, SPLIT_PREFIX + split, STATS_FILE)
         out.append(f"<h3>Split {escape(split)}</h3>")
         try:
             stats = _load_stats(path)
@@ -45,10 +45,6 @@ def section(folder: Any, split_order: list[str]) -> str:
         for dataset in stats.datasets:
             out.append(_dataset_tables(dataset))
     return "\n".join(out)
-
-
-def _join(*parts: str) -> str:
-    return "/".join(p.rstrip("/") for p in parts) if is_uri(parts[0]) else os.path.join(*parts)
 
 
 def _list_dir(folder: str) -> list[str]:

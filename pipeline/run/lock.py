@@ -29,7 +29,7 @@ def lock_path(root: str) -> str:
 
 
 @contextlib.contextmanager
-def hold(root: str) -> Iterator[str | None]:
+def hold(root: str) -> Iterator[str]:
     """Hold ``root``'s run lock for the block (yields the lock file's path), or raise RunLocked at once.
     A bucket root's lock is in this machine's state folder for it (tfxd.files.local_state): it keeps this
     machine's runs apart, as its ML Metadata store is this machine's too."""
