@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import itertools
 import json
 import os
 import shutil
@@ -33,6 +34,7 @@ from tests.network_guard.sitecustomize import HOSTS_ENV
 REPO = Path(__file__).resolve().parents[2]
 BINARY = REPO / "build" / "services" / "fake-gcs-server"
 NETWORK = "10.203.0.0/16"  # the suite's own test hosts for buckets (TFXD_TESTS_HOSTS)
+_SERVERS = itertools.count()  # a process may hold several servers at once (a module's and a test's)
 GOOGLE_NAMES = ("www.googleapis.com", "storage.googleapis.com", "oauth2.googleapis.com", "iamcredentials.googleapis.com",
                 "metadata.google.internal")
 
@@ -90,6 +92,21 @@ class BucketServer:
 
     def read(self, bucket: str, name: str) -> bytes:
         return _call("GET", self._url(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"))
+
+    def download(self, uri: str, folder: Path) -> Path:
+        """The objects under ``uri`` (gs://bucket/prefix) copied into ``folder``, for the test's own readers
+        (TFMA, a SavedModel loaded in the test's process, which is outside the namespace)."""
+        bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in self.objects(bucket, prefix):
+            target = folder / name.removeprefix(prefix)
+            if name.endswith("/"):  # a folder's marker (TensorFlow's makedirs writes one): the folder, maybe empty
+                target.mkdir(parents=True, exist_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(self.read(bucket, name))
+        return folder
 
 
 def _call(method: str, url: str, data: bytes | None = None) -> bytes:
@@ -170,17 +187,18 @@ def bucket_server(folder: Path) -> Iterator[BucketServer]:
     if not BINARY.is_file():
         raise RuntimeError(f"{BINARY} is missing: `make services` builds it (make test does)")
     folder.mkdir(parents=True, exist_ok=True)
-    name = f"tfxdgcs{os.getpid() % 100000}"
+    index = (os.getpid() * 8 + next(_SERVERS)) % 16384
+    name = f"tfxdg{index}"
     port = _free_port()
     hosts = os.environ.get(HOSTS_ENV)
     os.environ[HOSTS_ENV] = ",".join(x for x in (hosts, NETWORK) if x)  # the test itself reaches the front
     with contextlib.ExitStack() as restore:
         restore.callback(lambda: os.environ.pop(HOSTS_ENV) if hosts is None else os.environ.update({HOSTS_ENV: hosts}))
-        yield from _serving(folder, name, port)
+        yield from _serving(folder, name, index, port)
 
 
-def _serving(folder: Path, name: str, port: int) -> Iterator[BucketServer]:
-    with _namespace(name, os.getpid() % 16384) as host:
+def _serving(folder: Path, name: str, index: int, port: int) -> Iterator[BucketServer]:
+    with _namespace(name, index) as host:
         http_port = _free_port(host)
         # the links in its answers (an object's mediaLink) name the front, where the clients can reach it
         server = subprocess.Popen(

@@ -4,10 +4,13 @@ and `tfxd replay` runs it on local stand-ins (kubeflow/replay/local_operators.py
 TFJob: each replica a process with the TF_CONFIG the operator writes), addresses mapped to loopback ports.
 The stand-in cluster serves both, as a cluster with both installed: `operator: auto` takes the TrainJob.
 
-- The penguin example with 2 workers replays blessed and pushed as a TrainJob; the summary's strategy
-  is multi_worker_mirrored with 2 replicas; the chief (node 0) alone wrote the model.
+- The penguin example with 2 workers, its data, pipeline root and push destination on a Cloud Storage API
+  server (tests/buckets/, the replay and every node in the namespace where Google's names lead there),
+  replays blessed and pushed as a TrainJob; the summary's strategy is multi_worker_mirrored with 2
+  replicas; the chief (node 0) alone wrote the model, on the bucket.
 - The same Trainer task, run again with operator: tfjob as a chief, a worker and a parameter server,
-  trains with ParameterServer to an exported model.
+  trains with ParameterServer to an exported model. These judge the operators' processes, not the bucket:
+  they run on a copy of the replay's artifacts taken from the bucket.
 - A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint.
 - The file meets the open-source backend's rules and goes through kfp's own loader and compiler.
 """
@@ -25,28 +28,32 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.buckets.server import bucket_server
 from tests.conformance.test_training_operator import accepted, stand_in
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
-from tests.pipeline.run.test_run_taxi import example_project
-from tfxd.kubeflow.replay import runner
+from tests.kubeflow.on_bucket import compiled_on_bucket, replay_on_bucket
 from tfxd.kubeflow.replay.kube_api import as_sent
 from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE, this_python
 from tfxd.kubeflow.replay.local_operators import LocalOperators
 
 WORKERS = ("targets.kubeflow.trainer.workers=2", "training.steps=60")
+BUCKET = "tfxd-operators"
 
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> dict:
-    from tfxd.kubeflow.compile import compile_to
-    from tfxd.pipeline.spec.load import load_spec
-
-    project = example_project(tmp_path_factory, "penguin")
-    compiled = compile_to(load_spec(str(project / "penguin.yaml"), WORKERS, target="kubeflow"), "kubeflow",
-                          str(project / "penguin-kubeflow.yaml"))
-    summary = runner.replay(compiled, project_dir=str(project), root=str(project / "replays"))
-    return {"summary": summary, "project": project, "compiled": Path(compiled)}
+    """Penguin's two-worker Kubeflow file replayed on the bucket; the bucket's objects copied to a folder
+    for the tests that run the Trainer task again outside the namespace."""
+    files = compiled_on_bucket(tmp_path_factory, "penguin", BUCKET, *WORKERS)
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket(BUCKET)
+        server.upload_folder(REPO / "examples" / "data" / "penguin", BUCKET, "data/penguin")
+        _, summary = replay_on_bucket(server, files["kubeflow"], files)
+        model = server.objects(BUCKET, summary["artifacts"]["Trainer.model"].removeprefix(f"gs://{BUCKET}/"))
+        copy = server.download(f"gs://{BUCKET}/", tmp_path_factory.mktemp("bucket-copy"))
+    return {"summary": summary, "project": files["project"], "compiled": files["kubeflow"], "model": model,
+            "copy": copy}
 
 
 def test_a_two_worker_trainer_replays_as_a_trainjob_blessed_and_pushed(replayed):
@@ -70,8 +77,8 @@ def test_a_two_worker_trainer_replays_as_a_trainjob_blessed_and_pushed(replayed)
     checksum = [line.split("weights_checksum=")[1].split()[0] for line in (chief, worker)
                 for line in line.splitlines() if "weights_checksum=" in line]
     assert len(checksum) == 2 and checksum[0] == checksum[1]
-    model = Path(summary["artifacts"]["Trainer.model"])
-    assert (model / "Format-Serving" / "saved_model.pb").is_file()
+    assert summary["buckets"] == {} and summary["pushed_destination"].startswith(f"gs://{BUCKET}/serving/")
+    assert any(name.endswith("/Format-Serving/saved_model.pb") for name in replayed["model"]), replayed["model"]
 
 
 def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_path):
@@ -130,7 +137,8 @@ def _trainer_task(replayed, tmp_path: Path, change) -> dict:
     """The replayed Trainer task's executor input, ``change``d (its custom_config), its outputs under
     ``tmp_path`` (the node folder: BackupAndRestore's checkpoints go under tmp_path/.backup)."""
     summary = replayed["summary"]
-    executor_input = json.loads((Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text())
+    text = (Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text()
+    executor_input = json.loads(text.replace(f"gs://{BUCKET}/", f"{replayed['copy']}/"))  # the bucket's copy
     config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
     change(config)
     executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)

@@ -1,19 +1,23 @@
 """`tfxd replay` (kubeflow.replay): a compiled file executed here task by task.
 
-- The compiled taxi example (Vertex JSON, as Vertex runs it: TFX's driver hook, a task finding the
-  baseline in the push destination) replays to a
-  trained, evaluated, blessed and pushed model that answers raw tf.Examples; the Evaluator's accuracy
-  meets the bar `tfxd run` meets.
-- The Kubeflow YAML replays as the open-source backend runs it (no driver hook, no resolver: a task
-  finds the baseline), with train_args overridden (the Trainer ran 100 steps), blessed and pushed; a
-  second Kubeflow replay under the same root takes the first one's pushed model as its baseline.
-- Digits, compiled for Kubeflow, replays to a pushed model too (penguin replays on a Cloud Storage API
-  server: test_replay_on_bucket.py).
-- A failing task stops the replay, naming the task, its exit code and its log.
+- The compiled taxi example, its data, pipeline roots and push destination on a Cloud Storage API server
+  (tests/buckets/: every task reaches the bucket by its own client code, in a network namespace where
+  Google's names lead there, and nothing maps a bucket to a folder):
+  - the Vertex JSON, as Vertex runs it (TFX's driver hook, a task finding the baseline in the push
+    destination), replays to a trained, evaluated, blessed model pushed to the bucket that answers raw
+    tf.Examples; the Evaluator's accuracy meets the bar `tfxd run` meets;
+  - the Kubeflow YAML replays as the open-source backend runs it (no driver hook, no resolver: a task finds
+    the baseline), with train_args overridden (the Trainer ran 100 steps), and takes the model the Vertex
+    replay pushed to the same destination as its baseline, which the Evaluator compares it with.
+- Digits, compiled for Kubeflow, replays to a model pushed to its bucket too (penguin with a two-worker
+  TrainJob: test_operator_replay.py).
+- A failing task stops the replay, naming the task, its exit code and its log; SIGTERM stops it and removes
+  the stopped task's outputs from the bucket.
 - Without TensorFlow: ordering, the launcher's placeholders and executor input, parameters, bucket and
-  project mapping, importers and resolver filters, on tiny hand-written PipelineSpecs.
+  project mapping (the default without an emulator), importers and resolver filters, on tiny hand-written
+  PipelineSpecs.
 
-Three full taxi replays (module-scoped, ~1.5-2 minutes each on 2 cores) and one that fails at ExampleGen.
+Two full taxi replays (module-scoped, ~1.5 minutes each on 2 cores) and one that fails at ExampleGen.
 """
 
 from __future__ import annotations
@@ -32,73 +36,49 @@ import numpy as np
 import psutil
 import pytest
 
+from tests.buckets.server import bucket_server
 from tests.conftest import REPO
-from tests.pipeline.run.test_run_taxi import (
-    TAXI_ACCURACY_FLOOR,
-    example_project,
-    served_on_raw_examples,
-)
+from tests.kubeflow.on_bucket import TFXD, compiled_on_bucket, objects, replay_on_bucket
+from tests.pipeline.run.test_run_taxi import TAXI_ACCURACY_FLOOR, served_on_raw_examples
 from tfxd import keys
 from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
 
 BASELINE_TASK = "latest_blessed_model_resolver"  # on both targets a container task (components/baseline)
 CONTAINERS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Transform", "Trainer", "Evaluator",
               "Pusher")
+BUCKET = "tfxd-replays"
 
 
 # ------------------------------------------------------------------------------------------ taxi, replayed
 
 
 @pytest.fixture(scope="module")
-def taxi(tmp_path_factory) -> dict[str, Path]:
-    """A scratch project (taxi.yaml and its data) and the example compiled for both targets."""
-    from tfxd.kubeflow.compile import compile_to
-    from tfxd.pipeline.spec.load import load_spec
-
-    project = tmp_path_factory.mktemp("project")
-    (project / "taxi.yaml").write_text((REPO / "examples" / "taxi.yaml").read_text())
-    os.symlink(REPO / "examples" / "data", project / "data")
-    out = tmp_path_factory.mktemp("compiled")
-    files = {"project": project, "root": tmp_path_factory.mktemp("replays")}
-    for target, name in (("vertex", "taxi.json"), ("kubeflow", "taxi.yaml")):
-        files[target] = Path(compile_to(load_spec(str(project / "taxi.yaml"), target=target), target,
-                                        str(out / name)))
-    return files
+def taxi(tmp_path_factory):
+    """The bucket server holding taxi's data, and the example compiled for both targets onto it."""
+    files = compiled_on_bucket(tmp_path_factory, "taxi", BUCKET, targets=("vertex", "kubeflow"))
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket(BUCKET)
+        server.upload_folder(REPO / "examples" / "data" / "taxi", BUCKET, "data/taxi")
+        files["server"] = server
+        yield files
 
 
 @pytest.fixture(scope="module")
-def first(taxi) -> tuple[dict, list]:
-    """The Vertex PipelineJob replayed as compiled (and the on_task events)."""
-    events: list = []
-    summary = runner.replay(str(taxi["vertex"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
-                        on_task=lambda name, event: events.append((name, event)))
-    return summary, events
+def first(taxi) -> tuple[dict, str]:
+    """The Vertex PipelineJob replayed as compiled; its summary and output."""
+    result, summary = replay_on_bucket(taxi["server"], taxi["vertex"], taxi)
+    return summary, result.stdout
 
 
 @pytest.fixture(scope="module")
-def second(taxi, first) -> dict:
-    """The KFP YAML replayed under the same root, 100 training steps, through the CLI."""
-    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
-    result = subprocess.run([tfxd, "replay", str(taxi["kubeflow"]), "--project", str(taxi["project"]), "--root",
-                             str(taxi["root"]), "--param", 'train_args={"numSteps": 100}'],
-                            capture_output=True, text=True, timeout=900)
-    assert result.returncode == 0, result.stdout + result.stderr
+def second(taxi, first) -> tuple[dict, str]:
+    """The KFP YAML replayed under the same root, 100 training steps, pushing where the first pushed; its
+    summary and output (stdout and stderr)."""
+    result, summary = replay_on_bucket(taxi["server"], taxi["kubeflow"], taxi, "--param", 'train_args={"numSteps": 100}')
     for task in CONTAINERS:
         assert f"ok {task} ran (" in result.stdout
-    assert "Traceback" not in result.stdout + result.stderr
-    runs = sorted(p for p in taxi["root"].iterdir() if (p / "summary.json").is_file())
-    summary = json.loads((runs[-1] / "summary.json").read_text())
     assert f"replay {summary['run_id']} of taxi-tips" in result.stdout
-    return summary
-
-
-@pytest.fixture(scope="module")
-def third(taxi, second) -> dict:
-    """The KFP YAML replayed once more under the same root, in process, 120 steps: another model. With the
-    second's 100 steps the example's seed (42) and the same transformed examples train the second's model bit
-    for bit, which the baseline task passes over as the candidate itself (components/baseline)."""
-    return runner.replay(str(taxi["kubeflow"]), project_dir=str(taxi["project"]), root=str(taxi["root"]),
-                         parameters={"train_args": '{"numSteps": 120}'})
+    return summary, result.stdout + result.stderr
 
 
 def _task(summary: dict, name: str) -> dict:
@@ -111,7 +91,7 @@ def _value(example, name: str) -> float:
 
 
 def test_vertex_job_replays_every_task(taxi, first):
-    summary, events = first
+    summary, output = first
     root = taxi["root"]
     assert summary["status"] == "ok" and summary["format"] == "vertex" and summary["pipeline"] == "taxi-tips"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
@@ -125,12 +105,11 @@ def test_vertex_job_replays_every_task(taxi, first):
         assert _task(summary, name)["log"] == str(log) and log.stat().st_size > 0
         assert (run_dir / name / "executor_output.json").is_file()
         assert _task(summary, name)["seconds"] > 0
-    assert [(name, event["event"]) for name, event in events] == [
-        (name, kind) for name in order for kind in ("start", "end")]
-    # the image's project is the local project; the Beam flags are the in-memory ones
+    started = [line.split()[1] for line in output.splitlines() if line.startswith("> ")]
+    assert started == order  # each task started after the one before it ended
+    # the data is read where the compiled file says, on the bucket; the Beam flags are the in-memory ones
     executor_input = json.loads((run_dir / "ExampleGen" / "executor_input.json").read_text())
-    assert executor_input["inputs"]["parameters"]["input_base"] == {
-        "stringValue": os.path.join(str(taxi["project"]), "data", "taxi")}
+    assert executor_input["inputs"]["parameters"]["input_base"] == {"stringValue": f"gs://{BUCKET}/data/taxi"}
     assert executor_input["inputs"]["parameters"]["span"] == {"intValue": "0"}  # from the driver
     assert "input_fingerprint" in executor_input["inputs"]["parameterValues"]
     assert "--direct_running_mode=in_memory" in (run_dir / "logs" / "Trainer.log").read_text().splitlines()[1]
@@ -138,42 +117,47 @@ def test_vertex_job_replays_every_task(taxi, first):
     metadata = examples["artifacts"]["examples"]["artifacts"][0]["metadata"]
     assert json.loads(metadata["split_names"]) == ["train", "eval"]
     assert sum(json.loads(metadata["tfxd_split_counts"]).values()) == 15002
-    # every output artifact is indexed under the root, with a unique name
+    # every output artifact is indexed under the root, with a unique name, and is on the bucket under the
+    # pipeline root, as on Vertex
     index = json.loads((root / artifacts.INDEX_FILE).read_text())["artifacts"]
     mine = [record for record in index if record["run_id"] == summary["run_id"]]
     assert len({record["name"] for record in mine}) == len(mine) == len(summary["artifacts"])
     assert {record["uri"] for record in mine} == set(summary["artifacts"].values())
-    assert (Path(summary["artifacts"]["Trainer.model"]) / "Format-Serving" / "saved_model.pb").is_file()
+    prefix = f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}/"
+    assert prefix.startswith(f"gs://{BUCKET}/pipelines/") and all(uri.startswith(prefix) for uri in summary["artifacts"].values()), summary["artifacts"]
+    model = objects(taxi["server"], summary["artifacts"]["Trainer.model"])
+    assert any(name.endswith("/Format-Serving/saved_model.pb") for name in model), model
 
 
-def test_replay_blesses_and_pushes_locally_never_to_the_bucket(taxi, first):
+def test_replay_blesses_and_pushes_to_the_bucket(taxi, first):
     summary, _ = first
-    root = taxi["root"]
     assert summary["blessed"] is True and summary["baseline"] is None  # the first model has no baseline
     assert summary["model"] == summary["artifacts"]["Trainer.model"]
-    assert summary["pushed"] is True
-    pushed = Path(summary["pushed_destination"])
-    assert pushed.parent == root / "bucket" / "my-bucket" / "pipelines" / "taxi-tips" / "serving"
-    assert (pushed / "saved_model.pb").is_file()
-    assert summary["pushed_destination_on_cluster"] == f"gs://my-bucket/pipelines/taxi-tips/serving/{pushed.name}"
-    assert summary["buckets"] == {"gs://my-bucket": str(root / "bucket" / "my-bucket")}
-    assert summary["pipeline_root_on_cluster"] == "gs://my-bucket/pipelines/taxi-tips/pipeline"
+    assert summary["pushed"] is True and summary["buckets"] == {}  # nothing mapped to a folder
+    pushed = summary["pushed_destination"]
+    assert pushed.startswith(f"gs://{BUCKET}/serving/") and summary["pushed_destination_on_cluster"] == pushed
+    assert any(name.endswith("/saved_model.pb") for name in objects(taxi["server"], pushed))
+    assert summary["pipeline_root_on_cluster"] == f"gs://{BUCKET}/pipelines/taxi-tips/pipeline"
+    assert not (taxi["root"] / "bucket").exists()
     assert not list(Path(taxi["project"]).glob("gs:*")) and not list(Path.cwd().glob("gs:*"))
 
 
-def test_pushed_model_answers_raw_examples(first):
+def test_pushed_model_answers_raw_examples(taxi, first, tmp_path):
     summary, _ = first
-    served, expected = served_on_raw_examples(summary["pushed_destination"],
-                                              summary["artifacts"]["ExampleGen.examples"])
+    server = taxi["server"]
+    model = server.download(summary["pushed_destination"], tmp_path / "model")
+    examples = server.download(summary["artifacts"]["ExampleGen.examples"], tmp_path / "examples")
+    served, expected = served_on_raw_examples(str(model), str(examples))
     accuracy = float(((served > 0.5) == expected).mean())
     assert accuracy >= 0.75, accuracy
 
 
-def test_evaluator_accuracy_matches_the_local_run(first):
+def test_evaluator_accuracy_matches_the_local_run(taxi, first, tmp_path):
     import tensorflow_model_analysis as tfma
 
     summary, _ = first
-    overall = [m for m in tfma.load_metrics(summary["evaluation"]) if not m.slice_key.single_slice_keys]
+    evaluation = taxi["server"].download(summary["evaluation"], tmp_path / "evaluation")
+    overall = [m for m in tfma.load_metrics(str(evaluation)) if not m.slice_key.single_slice_keys]
     assert len(overall) == 1
     values = {kv.key.name: kv.value.double_value.value for kv in overall[0].metric_keys_and_values}
     assert values["example_count"] == 2988
@@ -182,101 +166,109 @@ def test_evaluator_accuracy_matches_the_local_run(first):
 
 
 def test_kubeflow_yaml_replays_as_the_open_source_backend_runs_it(taxi, second):
-    assert second["format"] == "kubeflow" and second["status"] == "ok"
-    assert second["parameters"]["train_args"] == '{"numSteps": 100}'
-    assert second["parameters"]["eval_args"] == '{"numSteps": 150}'  # the file's default
-    assert {task["name"]: task["status"] for task in second["tasks"]} == {
+    summary, _ = second
+    assert summary["format"] == "kubeflow" and summary["status"] == "ok"
+    assert summary["parameters"]["train_args"] == '{"numSteps": 100}'
+    assert summary["parameters"]["eval_args"] == '{"numSteps": 150}'  # the file's default
+    assert {task["name"]: task["status"] for task in summary["tasks"]} == {
         **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
-    report = json.loads((Path(second["artifacts"]["Trainer.model"]) / "tfxd_training.json").read_text())
+    report = json.loads(taxi["server"].read(BUCKET, summary["artifacts"]["Trainer.model"].removeprefix(
+        f"gs://{BUCKET}/") + "/tfxd_training.json"))
     assert report["steps_per_epoch"] * report["epochs"] == 100
     assert len(report["history"]) == report["epochs"]
+    assert summary["pipeline_root_on_cluster"].startswith(f"gs://{BUCKET}/tfxd/")
+    assert all(uri.startswith(f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}/")
+               for uri in summary["artifacts"].values())
     # no driver ran: ExampleGen's executor resolved the span and the input's fingerprint itself
-    run_dir = Path(second["run_dir"])
+    run_dir = Path(summary["run_dir"])
     assert not (run_dir / "ExampleGen" / "pre_cache_check_output.json").exists()
     examples = json.loads((run_dir / "ExampleGen" / "executor_output.json").read_text())
     metadata = examples["artifacts"]["examples"]["artifacts"][0]["metadata"]
     assert metadata["span"] == 0 and metadata["input_fingerprint"].startswith("split:single_split,num_files:1,")
-    # the Vertex replay pushed elsewhere (its target's bucket): this first Kubeflow model has no baseline
-    assert not os.listdir(second["artifacts"][f"{BASELINE_TASK}.model"])
-    assert second["baseline"] is None
-    assert second["blessed"] is True and second["pushed"] is True
-    assert Path(second["pushed_destination"]).parent == (
-        taxi["root"] / "bucket" / "my-bucket" / "tfxd" / "taxi-tips" / "serving")
 
 
-def test_a_second_kubeflow_replay_takes_the_first_pushed_model_as_baseline(second, third):
-    assert third["run_id"] != second["run_id"] and third["status"] == "ok"
-    baseline = Path(third["artifacts"][f"{BASELINE_TASK}.model"])
-    output = json.loads((Path(third["run_dir"]) / BASELINE_TASK / "executor_output.json").read_text())
-    source = output["artifacts"]["model"]["artifacts"][0]["metadata"]["tfxd_baseline_source"]
-    assert source == second["pushed_destination"]  # the newest model pushed, not this run's candidate
-    assert (baseline / "Format-Serving" / "saved_model.pb").read_bytes() == (
-        Path(second["pushed_destination"]) / "saved_model.pb").read_bytes()
-    assert third["baseline"] == str(baseline) and third["model"] == third["artifacts"]["Trainer.model"]
+def test_the_kubeflow_replay_takes_the_vertex_replays_pushed_model_as_baseline(taxi, first, second):
+    (vertex, _), (kubeflow, output) = first, second
+    server = taxi["server"]
+    assert kubeflow["run_id"] != vertex["run_id"]
+    baseline = kubeflow["artifacts"][f"{BASELINE_TASK}.model"]
+    output_file = Path(kubeflow["run_dir"]) / BASELINE_TASK / "executor_output.json"
+    source = json.loads(output_file.read_text())["artifacts"]["model"]["artifacts"][0]["metadata"]["tfxd_baseline_source"]
+    assert source == vertex["pushed_destination"]  # the newest model pushed, not this run's candidate
+    copied, pushed = (uri.removeprefix(f"gs://{BUCKET}/") for uri in (baseline, vertex["pushed_destination"]))
+    assert server.read(BUCKET, f"{copied}/Format-Serving/saved_model.pb") == server.read(BUCKET, f"{pushed}/saved_model.pb")
+    assert kubeflow["baseline"] == baseline and kubeflow["model"] == kubeflow["artifacts"]["Trainer.model"]
     evaluator_input = json.loads(
-        (Path(third["run_dir"]) / "Evaluator" / "executor_input.json").read_text())["inputs"]["artifacts"]
-    assert [a["uri"] for a in evaluator_input["baseline_model"]["artifacts"]] == [str(baseline)]
-    # the Evaluator compared the two models: the metrics hold their differences (the max_drop threshold's)
+        (Path(kubeflow["run_dir"]) / "Evaluator" / "executor_input.json").read_text())["inputs"]["artifacts"]
+    assert [a["uri"] for a in evaluator_input["baseline_model"]["artifacts"]] == [baseline]
+    # the Evaluator compared the two models (the max_drop threshold's differences); a model blessed is pushed
     import tensorflow_model_analysis as tfma
 
-    diffs = {kv.key.name for record in tfma.load_metrics(third["evaluation"])
+    evaluation = server.download(kubeflow["evaluation"], Path(kubeflow["run_dir"]) / "evaluation-copy")
+    diffs = {kv.key.name for record in tfma.load_metrics(str(evaluation))
              for kv in record.metric_keys_and_values if kv.key.is_diff}
     assert "binary_accuracy" in diffs
+    assert kubeflow["pushed"] is kubeflow["blessed"]
+    verdict = "ok blessed; pushed to " if kubeflow["blessed"] else "not blessed, so not pushed"
+    assert verdict in output, output[-2000:]
 
 
 @pytest.mark.xdist_group("tests/kubeflow/test_replay.py: the other examples")  # shares no module fixture
-@pytest.mark.parametrize(("example", "pipeline"), [("digits", "digits-cnn")])  # penguin: test_replay_on_bucket.py
+@pytest.mark.parametrize(("example", "pipeline"), [("digits", "digits-cnn")])  # penguin: test_operator_replay.py
 def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, pipeline):
-    """Each example as shipped, compiled for Kubeflow, replays end to end: every task ran, the model is
-    blessed and pushed (to the replay's stand-in for the bucket)."""
-    from tfxd.kubeflow.compile import compile_to
-    from tfxd.pipeline.spec.load import load_spec
-
-    project = example_project(tmp_path_factory, example)
-    compiled = compile_to(load_spec(str(project / f"{example}.yaml"), target="kubeflow"), "kubeflow",
-                          str(project / f"{example}-kubeflow.yaml"))
-    summary = runner.replay(compiled, project_dir=str(project), root=str(project / "replays"))
-    assert summary["pipeline"] == pipeline and summary["status"] == "ok"
-    assert {task["name"]: task["status"] for task in summary["tasks"]} == {
-        **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
-    assert summary["blessed"] is True and summary["pushed"] is True
-    assert summary["pushed_destination_on_cluster"].startswith(f"gs://my-bucket/tfxd/{pipeline}/serving/")
-    assert os.path.isdir(summary["pushed_destination"])
+    """Each example as shipped, compiled for Kubeflow with its data and roots on a bucket, replays end to end:
+    every task ran, the model is blessed and pushed to the bucket."""
+    files = compiled_on_bucket(tmp_path_factory, example, "tfxd-examples")
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket("tfxd-examples")
+        server.upload_folder(REPO / "examples" / "data" / example, "tfxd-examples", f"data/{example}")
+        _, summary = replay_on_bucket(server, files["kubeflow"], files)
+        assert summary["pipeline"] == pipeline and summary["status"] == "ok"
+        assert {task["name"]: task["status"] for task in summary["tasks"]} == {
+            **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
+        assert summary["blessed"] is True and summary["pushed"] is True and summary["buckets"] == {}
+        pushed = summary["pushed_destination"]
+        assert pushed.startswith("gs://tfxd-examples/serving/") and summary["pushed_destination_on_cluster"] == pushed
+        assert f"{pushed.removeprefix('gs://tfxd-examples/')}/saved_model.pb" in objects(server, pushed)
 
 
 def test_failing_task_stops_the_replay(taxi, tmp_path):
     job = json.loads(taxi["vertex"].read_text())
     parameters = job["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]["parameters"]
-    parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"{keys.IMAGE_PROJECT_DIR}/data/missing"
+    parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"gs://{BUCKET}/data/missing"
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(job))
-    events: list = []
-    with pytest.raises(launcher.TaskFailed) as caught:
-        runner.replay(str(broken), project_dir=str(taxi["project"]), root=str(tmp_path / "root"),
-                  on_task=lambda name, event: events.append((name, event["event"], event.get("status"))))
-    error = caught.value
-    log = tmp_path / "root" / error.summary["run_id"] / "logs" / "ExampleGen.log"
-    assert error.task == "ExampleGen" and error.exit_code not in (0, None)
-    assert error.log == str(log) and log.is_file()
-    text = str(error)
-    assert text.startswith("ExampleGen failed: exit code ") and str(log) in text
-    # the root cause from the log, with the path as the replay saw it (the image's project is the local one)
-    assert f"InputError: no data file matches {taxi['project']}/data/missing" in text
-    assert f"{taxi['project']}/data/missing" in log.read_text()
-    assert events == [("ExampleGen", "start", None), ("ExampleGen", "end", "failed")]
-    statuses = {task["name"]: task["status"] for task in error.summary["tasks"]}
+    root = tmp_path / "root"
+    result = taxi["server"].run(TFXD, "replay", str(broken), "--project", str(taxi["project"]), "--root", str(root))
+    assert result.returncode == 1, result.stdout + result.stderr
+    [summary_file] = root.glob("*/summary.json")
+    summary = json.loads(summary_file.read_text())
+    log = summary_file.parent / "logs" / "ExampleGen.log"
+    text = " ".join(result.stderr.split())
+    assert "ExampleGen failed: exit code " in text and str(log) in text and log.is_file()
+    # the root cause from the log, naming the bucket path the task read
+    assert f"InputError: no data file matches gs://{BUCKET}/data/missing" in text
+    assert f"gs://{BUCKET}/data/missing" in log.read_text()
+    assert [line.split()[1] for line in result.stdout.splitlines() if line.startswith("> ")] == ["ExampleGen"]
+    statuses = {task["name"]: task["status"] for task in summary["tasks"]}
     assert statuses.pop("ExampleGen") == "failed" and set(statuses.values()) == {"not run"}
-    saved = json.loads((tmp_path / "root" / error.summary["run_id"] / "summary.json").read_text())
-    assert saved["status"] == "failed"
+    assert summary["status"] == "failed" and "Traceback" not in result.stderr
+    # a failed task publishes nothing: no artifact of the run indexed, no file under its outputs on the bucket
+    # (a folder TensorFlow's makedirs marked with an empty "name/" object may stay, as on the cluster)
+    index = json.loads((root / artifacts.INDEX_FILE).read_text())["artifacts"] if (root / artifacts.INDEX_FILE).exists() else []
+    assert not [record for record in index if record["run_id"] == summary["run_id"]]
+    outputs = objects(taxi["server"], f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}/ExampleGen")
+    assert not [name for name in outputs if not name.endswith("/")], outputs
 
 
 def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_outputs(taxi, tmp_path):
-    from tests.pipeline.run.test_crash_resume import TFXD, _processes_of
+    from tests.pipeline.run.test_crash_resume import _processes_of
 
-    root = tmp_path / "root"
-    process = subprocess.Popen([TFXD, "replay", str(taxi["vertex"]), "--project", str(taxi["project"]),
-                                "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    root, server = tmp_path / "root", taxi["server"]
+    # `ip netns exec` runs tfxd in its own process (it execs), which the signal goes to
+    process = subprocess.Popen(server.command(TFXD, "replay", str(taxi["vertex"]), "--project", str(taxi["project"]),
+                                              "--root", str(root)), env=server.env(), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         for line in process.stdout:
             if "> StatisticsGen ..." in line:
@@ -297,7 +289,12 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
     assert statuses["ExampleGen"] == "ran" and statuses["StatisticsGen"] == "interrupted"
     assert (summary_file.parent / "ExampleGen").is_dir() and not (summary_file.parent / "StatisticsGen").exists()
-    assert not list(root.glob("**/*.tmp"))  # each task's temporary folder went with it, the stopped one's too
+    # on the bucket: ExampleGen's outputs stay, the stopped task's are gone, its temporary files too
+    run_root = f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}"
+    assert objects(server, f"{run_root}/ExampleGen")
+    assert not objects(server, f"{run_root}/StatisticsGen")
+    assert not [name for name in objects(server, run_root) if ".tmp" in name or "tmp-" in name]
+    assert not list(root.glob("**/*.tmp"))
 
 
 def _wait_for_a_forked_task(replay: int, timeout: float = 120) -> None:

@@ -5,17 +5,21 @@ replay with `--param span=DAY` reads that day, and the same day again trains not
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 from kfp import dsl
 
+from tests.buckets.server import bucket_server
 from tests.kubeflow.conftest import SPEC_TEXT
 from tests.kubeflow.kfp_rules import backend_problems
+from tests.kubeflow.on_bucket import TFXD
 from tests.pipeline.run.test_retraining import add_day
 from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd.kubeflow import schedules
@@ -24,6 +28,7 @@ from tfxd.kubeflow.replay.conditions import Condition, ConditionError, runtime_v
 from tfxd.kubeflow.vertex import submit_vertex
 from tfxd.pipeline.spec.load import load_spec
 
+DEMO_BUCKET = "demo-bucket"
 SCHEDULED = (SPEC_TEXT.replace("path: data.csv", "path: data/{YYYY}-{MM}-{DD}/*.csv\n  spans: {span: scheduled, "
                                "offset_days: -1}")
              .replace("  steps: 10\n", "  steps: 10\n  warm_start: true\n  seed: 42\n")
@@ -215,19 +220,22 @@ def _latest_replay(root: Path) -> dict:
     return json.loads(sorted(root.glob("2*/summary.json"))[-1].read_text())
 
 
-def _replayed(folder: Path, compiled: Path, replays: Path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
-    """`tfxd replay` of ``compiled`` in ``folder``, which succeeds; its output and the newest replay's summary."""
-    result = tfxd("replay", str(compiled), *args, cwd=folder)
+def _replayed(folder: Path, compiled: Path, replays: Path, *args: str,
+              run: Callable[..., subprocess.CompletedProcess]) -> tuple[subprocess.CompletedProcess, dict]:
+    """`tfxd replay` of ``compiled`` in ``folder`` by ``run`` (a bucket server's), which succeeds; its output and
+    the newest replay's summary."""
+    result = run(TFXD, "replay", str(compiled), *args, cwd=folder)
     assert result.returncode == 0, result.stdout + result.stderr
     return result, _latest_replay(replays)
 
 
-def _write_taxi_days(folder: Path) -> None:
-    """Three days of taxi trips under data/ and the scheduled spec over them, its features and label the
-    trips' own columns (the scheduled spec's x, city and target are the demo data's)."""
+def _write_taxi_days(folder: Path, data: str = "data") -> None:
+    """Three days of taxi trips under data/ and the scheduled spec over them (read from ``data``, where the
+    test puts the days), its features and label the trips' own columns (the scheduled spec's x, city and target
+    are the demo data's)."""
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
         add_day(folder, day, index)
-    text = (SCHEDULED.replace("features:\n  - name: x\n    transform: zscore\n  - name: city\n    transform: vocabulary\n"
+    text = (SCHEDULED.replace("path: data/{YYYY}", f"path: {data}/{{YYYY}}").replace("features:\n  - name: x\n    transform: zscore\n  - name: city\n    transform: vocabulary\n"
                      "    top_k: 10\n", "features:\n  - {name: fare, transform: zscore}\n"
                      "  - {name: company, transform: hash, buckets: 16}\n")
             .replace("label:\n  name: y\n  column: target\n  task: binary\n",
@@ -236,9 +244,9 @@ def _write_taxi_days(folder: Path) -> None:
     (folder / "demo.yaml").write_text(text)
 
 
-def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path) -> None:
+def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path, replay) -> None:
     """A scheduled run reads its day (here the day just trained on: nothing new)."""
-    _, summary = _replayed(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
+    _, summary = replay(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
     assert summary["status"] == "skipped" and summary["examples"] == {
         "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
 
@@ -262,50 +270,59 @@ def test_a_run_by_hand_is_refused_a_day_unless_the_spec_asks_for_the_day_it_was_
     assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
 
 
-def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path) -> None:
+def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path, replay) -> None:
     """Another pipeline replayed under the same root (one artifact index, as one Vertex metadata store)
     finds none of demo's models: not as its warm start, not as its baseline."""
     other = _compile(folder, "vertex", folder / "other.json", "name=other")
     index = json.loads((replays / "artifacts.json").read_text())["artifacts"]
     assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
                and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
-    _, summary = _replayed(folder, other, replays, "--root", str(replays), "--param", "span=2026-11-21")
+    _, summary = replay(folder, other, replays, "--root", str(replays), "--param", "span=2026-11-21")
     assert summary["pipeline"] == "other" and summary["status"] == "ok"
     assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
     assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
 
 
-def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path):
-    _write_taxi_days(tmp_path)
+def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path, tmp_path_factory):
+    """On the bucket (tests/buckets/, the replays in its namespace): the days, the pipeline roots and the push
+    destination are gs://demo-bucket/..., so ExampleGen lists the spans, the finder tasks read the pushed models
+    and the drift gate the previous span's statistics there, as on the cluster."""
+    _write_taxi_days(tmp_path, data=f"gs://{DEMO_BUCKET}/data")
     replays = tmp_path / "tfxd-runs" / "demo" / "replay"
     compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
-    first = tfxd("replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
-    assert first.returncode == 0, first.stdout + first.stderr
-    [summary_file] = replays.glob("2*/summary.json")
-    summary = json.loads(summary_file.read_text())
-    assert summary["examples"] == {"spans": ["2026-11-21"]} and summary["pushed"]
-    assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
-    assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
-    again, summary = _replayed(tmp_path, compiled, replays, "--param", "span=2026-11-21")
-    assert summary["status"] == "skipped" and summary["reason"].startswith(
-        "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
-    tasks = {task["name"]: task for task in summary["tasks"]}
-    assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
-    assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
-    assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
-    assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
-    assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
-    _the_schedule_time_gives_the_day(tmp_path, compiled, replays)
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket(DEMO_BUCKET)
+        server.upload_folder(tmp_path / "data", DEMO_BUCKET, "data")
+        replay = functools.partial(_replayed, run=server.run)
+        first = server.run(TFXD, "replay", str(compiled), "--param", "span=2026-11-21", cwd=tmp_path)
+        assert first.returncode == 0, first.stdout + first.stderr
+        [summary_file] = replays.glob("2*/summary.json")
+        summary = json.loads(summary_file.read_text())
+        assert summary["examples"] == {"spans": ["2026-11-21"]} and summary["pushed"]
+        assert summary["pushed_destination"].startswith(f"gs://{DEMO_BUCKET}/kfp/demo/serving/")
+        assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
+        assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
+        again, summary = replay(tmp_path, compiled, replays, "--param", "span=2026-11-21")
+        assert summary["status"] == "skipped" and summary["reason"].startswith(
+            "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
+        tasks = {task["name"]: task for task in summary["tasks"]}
+        assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
+        assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
+        assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
+        assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
+        assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
+        _the_schedule_time_gives_the_day(tmp_path, compiled, replays, replay)
 
-    # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
-    vertex = _compile(tmp_path, "vertex", tmp_path / "demo.json", "push.to=gs://demo-bucket/kfp/demo/serving")
-    _, summary = _replayed(tmp_path, vertex, replays, "--param", "span=2026-11-21")
-    assert summary["format"] == "vertex" and summary["status"] == "skipped"
-    statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-    assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
-    _another_pipeline_finds_none_of_demos_models(tmp_path, replays)
+        # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
+        vertex = _compile(tmp_path, "vertex", tmp_path / "demo.json", "push.to=gs://demo-bucket/kfp/demo/serving")
+        _, summary = replay(tmp_path, vertex, replays, "--param", "span=2026-11-21")
+        assert summary["format"] == "vertex" and summary["status"] == "skipped"
+        statuses = {task["name"]: task["status"] for task in summary["tasks"]}
+        assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
+        _another_pipeline_finds_none_of_demos_models(tmp_path, replays, replay)
 
-    _, summary = _replayed(tmp_path, compiled, replays, "--param", "span=2026-11-22")
+        _, summary = replay(tmp_path, compiled, replays, "--param", "span=2026-11-22")
+        assert summary["buckets"] == {}  # every replay wrote the bucket itself
     warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
     assert warm["started"] is True, warm
     assert warm["from"] == summary["artifacts"]["warm_start_model_resolver.model"] + "/Format-Serving"
