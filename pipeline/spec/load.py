@@ -46,6 +46,7 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
         raise SpecError(locate_all(exc, doc)) from None
     loaded = LoadedSpec(spec, path)
     problems = Problems()
+    _check_schemes(spec, problems)
     if target is not None:
         _check_target(loaded, target, problems)
     if check_files:
@@ -55,6 +56,24 @@ def load_spec(path: str, sets: list[str] | tuple[str, ...] = (), target: str | N
     if problems.items:
         raise SpecError([doc.locate(p, of_key=not p.path or p.path[-1] == "targets") for p in problems.items])
     return loaded
+
+
+def _check_schemes(spec: Spec, problems: Problems) -> None:
+    """Buckets on Cloud Storage (gs://) are read and written by the code every client runs (docs/targets.md,
+    Buckets); no other scheme has a file system in TFX 1.16's stack: TensorFlow 2.16 reads s3:// and hdfs://
+    only through tensorflow-io, which TFX does not install, so a run would fail at its first artifact."""
+    paths = {("data", "path"): spec.data.path, ("validation", "schema"): spec.validation.schema_,
+             ("root",): spec.root, ("push", "to"): spec.push.to}
+    if spec.targets.kubeflow is not None:
+        paths["targets", "kubeflow", "root"] = spec.targets.kubeflow.root
+    for key, value in paths.items():
+        if value and is_uri(value) and not value.startswith("gs://"):
+            scheme = value.split("://", 1)[0]
+            problems.add(key, f"{scheme}:// is not a file system tfxd can read or write: TFX 1.16's TensorFlow "
+                         "(2.16) has none for it without tensorflow-io, which TFX does not install, and only "
+                         "Cloud Storage buckets are tested",
+                         "use a gs:// bucket or a local path (on Kubeflow with MinIO as its artifact store, "
+                         "give targets.kubeflow.root a gs:// bucket the pods can write)")
 
 
 def _check_engine(beam: Beam, problems: Problems) -> None:

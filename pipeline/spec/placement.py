@@ -77,7 +77,7 @@ class Placement:
         if self.cluster_root() is None:
             problems.add(("targets", target, "root"), f"the {target} target needs a pipeline root its pods can "
                          "write (TFX writes artifacts with TensorFlow's file system)",
-                         f"add targets.{target}.root: gs://bucket/folder (or s3://...)")
+                         f"add targets.{target}.root: gs://bucket/folder")
         default_push = posixpath.join(spec.root or "", "serving")
         if spec.push.to and not is_uri(spec.push.to) and spec.push.to != default_push:
             problems.add(("push", "to"), f"push.to {spec.push.to!r} is a local folder, which a {target} "

@@ -220,6 +220,10 @@ CASES = [
     ("spans-offset-not-scheduled", edit("  path: data.csv\n", "  path: 'd/{YYYY}{MM}{DD}.csv'\n  spans:\n"
                                         "    span: 2026-11-23\n    offset_days: -1\n"), 8,
      "data.spans.offset_days", "applies to `span: scheduled` only"),
+    # buckets: gs:// alone has a file system in TFX 1.16's stack (pipeline/spec/load.py, _check_schemes)
+    ("s3-data", edit("path: data.csv", "path: s3://mlpipeline/data.csv"), 5, "data.path",
+     "s3:// is not a file system tfxd can read or write"),
+    ("s3-root", "root: s3://mlpipeline/runs\n" + BASE_SPEC, 1, "root", "without tensorflow-io"),
     ("spans-scheduled-needs-a-date", edit("  path: data.csv\n", "  path: 'd/{SPAN}.csv'\n  spans: {span: scheduled}\n"),
      6, "data.spans.span", "reads the scheduled date, and the path has {SPAN}"),
     ("spans-split-patterns-past-the-span", edit("  path: data.csv\n", "  path: 'd/{SPAN}/*.csv'\n  splits: "
