@@ -146,13 +146,13 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
         # start-up: TFX, TensorFlow and Beam load only for the verbs that run pipelines
         from tfxd.pipeline.report import terminal
         from tfxd.pipeline.run import local_run
-        from tfxd.pipeline.run.lock import RunLocked
+        from tfxd.pipeline.run.lock import RootClaimed, RunLocked
         from tfxd.pipeline.run.metadata import StoreUnreadable
         from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted
 
         try:
             summary = local_run.run(loaded, to, verbose=ctx.find_root().params.get("verbose", False))
-        except (RunFailed, RunLocked, StoreUnreadable, BucketsSplit) as exc:
+        except (RunFailed, RunLocked, RootClaimed, StoreUnreadable, BucketsSplit) as exc:
             console.error(str(exc))
             sys.exit(1)
         except RunInterrupted as exc:

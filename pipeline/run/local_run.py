@@ -199,7 +199,8 @@ def _route_logs(paths: RunPaths, verbose: bool, progress: logging.Handler) -> No
 def run(loaded: LoadedSpec, to: str | None = None, verbose: bool = False) -> LocalRun:
     """Run the pipeline, holding the root's run lock; return the summary (also written to summary.json).
     Raises RunFailed, RunInterrupted (SIGINT or SIGTERM: tfxd.stops), lock.RunLocked (another run uses
-    the root), metadata.StoreUnreadable, or buckets.BucketsSplit (nothing written)."""
+    the root), lock.RootClaimed (another machine's store numbers the bucket root's artifacts),
+    metadata.StoreUnreadable, or buckets.BucketsSplit (nothing written)."""
     root = loaded.resolve(loaded.spec.root or "")
     buckets.check_emulator([root, loaded.spec.data.path, loaded.spec.push.to])
     with lock.hold(root), stops.handling():

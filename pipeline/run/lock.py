@@ -1,17 +1,26 @@
 """One `tfxd run` at a time per pipeline root: an exclusive flock on a file beside ML Metadata's
 SQLite database, held for the whole run. The kernel drops the lock when the process ends, however it
-ends (exit, Ctrl-C, SIGKILL, OOM), so a crashed run never leaves a stale lock behind."""
+ends (exit, Ctrl-C, SIGKILL, OOM), so a crashed run never leaves a stale lock behind.
+
+A bucket root is claimed by one machine's ML Metadata store: TFX writes each output under
+`<root>/pipeline/<component>/<key>/<execution id>`, numbered by that store, so a second machine's runs under
+the same root would write over the first's artifacts. Its first run writes an owner object naming the store
+(`<root>/.tfxd-store`); a run from another store is refused before anything is written."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import os
+import socket
+import uuid
 from collections.abc import Iterator
 
-from tfxd.files import local_state
+from tfxd.files import is_uri, join, local_state, write_atomic
 
 LOCK_NAME = "tfxd-run.lock"
+STORE_ID = "store-id"  # this machine's store of a bucket root, in its local state folder
+OWNER = ".tfxd-store"  # on the bucket: the store that numbers the root's artifacts
 
 
 class RunLocked(Exception):
@@ -22,6 +31,17 @@ class RunLocked(Exception):
                          f"(lock file: {path})")
         self.path = path
         self.pid = pid
+
+
+class RootClaimed(Exception):
+    """A bucket root whose artifacts another machine's ML Metadata store numbers."""
+
+    def __init__(self, root: str, owner: str, mine: str) -> None:
+        super().__init__(f"{root} is the root of another machine's runs ({owner}); this machine's ML Metadata "
+                         f"({mine}) would number its artifacts from 1 again and write over that machine's: run "
+                         "there, or give this machine a root of its own (--set root=gs://.../another-folder); if "
+                         f"that store is gone for good, delete {join(root, OWNER)} and the root's artifacts are "
+                         "this machine's to write over")
 
 
 def lock_path(root: str) -> str:
@@ -46,9 +66,31 @@ def hold(root: str) -> Iterator[str]:
             raise RunLocked(root, path, holder) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if is_uri(root):
+            _claim(root)
         try:
             yield path
         finally:
             os.ftruncate(fd, 0)  # a free lock names no one
     finally:
         os.close(fd)  # releases the lock if this process held it
+
+
+def _claim(root: str) -> None:
+    """Make this machine's store the owner of bucket ``root``, or raise RootClaimed if another one is. (Two
+    machines starting their first run at the same moment may both claim it: the owner is written once.)"""
+    from tfx.dsl.io import fileio  # start-up: TFX's file systems only for a bucket root
+
+    mine_path = os.path.join(local_state(root), STORE_ID)
+    if not os.path.exists(mine_path):
+        write_atomic(mine_path, f"{uuid.uuid4().hex} {socket.gethostname()}:{local_state(root)}\n")
+    with open(mine_path, encoding="utf-8") as handle:
+        mine = handle.read().strip()
+    owner_path = join(root, OWNER)
+    if not fileio.exists(owner_path):
+        write_atomic(owner_path, mine + "\n")
+        return
+    with fileio.open(owner_path, "r") as handle:
+        owner = handle.read().strip()
+    if owner.split()[0] != mine.split()[0]:
+        raise RootClaimed(root, owner.split(maxsplit=1)[-1], mine.split(maxsplit=1)[-1])

@@ -3,7 +3,9 @@ destination on a Cloud Storage API server (fake-gcs-server behind tests/buckets/
 network namespace where Google's names lead there (tests/buckets/server.py). TensorFlow's GCS filesystem
 (TFX's fileio), Beam's GCSIO (google-cloud-storage) and tfxd's own file code reach the bucket by their own
 code, as on a cluster; nothing is mapped to a folder, and the suite's guard fails a process that hands a bucket
-path to a local file function (tests/network_guard)."""
+path to a local file function (tests/network_guard). A run refused its uploads fails naming the object and
+leaves nothing of the failed component; the next run reuses what was published and rides out a flaky
+Cloud Storage (503, 429, a connection cut mid-upload)."""
 
 from __future__ import annotations
 
@@ -36,24 +38,35 @@ def bucket(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def penguin_on_bucket(bucket, tmp_path_factory):
-    """Two runs of penguin on the bucket: the first trains, blesses and pushes; the second finds it all."""
+    """Three runs of penguin on the bucket: the first fails at Transform, refused its uploads; the second
+    reuses what the first published, meets a flaky Cloud Storage, trains, blesses and pushes; the third finds
+    it all."""
     folder = tmp_path_factory.mktemp("penguin-on-bucket")
     spec = (REPO / "examples" / "penguin.yaml").read_text().replace("path: data/penguin", f"path: gs://{BUCKET}/data/penguin")
     (folder / "penguin.yaml").write_text(SPEC_HEAD + spec)
     env = {"XDG_STATE_HOME": str(folder / "state")}
     tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
-    runs = []
-    # the first run meets a flaky Cloud Storage: TensorFlow's uploads answered 503, its listings 429, an
-    # upload's connection cut half-way; it retries within its policy (tsl/platform/cloud/retrying_utils.cc)
     front = bucket.front
-    faults = [front.fail("POST", "uploadType=resumable", status=503, count=2, agent_contains="TSL"),
-              front.fail("GET", f"/storage/v1/b/{BUCKET}/o?", status=429, count=2, agent_contains="TSL"),
-              front.fail("PUT", "upload_id=", cut=True, count=1, agent_contains="TSL")]
-    for _ in range(2):
+    faults = [
+        # the first run: every upload of Transform's graph refused (403, which no client retries)
+        lambda: [front.fail("POST", "transform_graph", status=403, count=1000)],
+        # the second: TensorFlow's uploads answered 503, its listings 429, an upload's connection cut half-way;
+        # it retries within its policy (tsl/platform/cloud/retrying_utils.cc)
+        lambda: [front.fail("POST", "uploadType=resumable", status=503, count=2, agent_contains="TSL"),
+                 front.fail("GET", f"/storage/v1/b/{BUCKET}/o?", status=429, count=2, agent_contains="TSL"),
+                 front.fail("PUT", "upload_id=", cut=True, count=1, agent_contains="TSL")],
+        list,
+    ]
+    runs = []
+    for arm in faults:
         seen = len(bucket.front.seen.requests)
+        armed = arm()
         runs.append(bucket.run(tfxd, "run", "penguin.yaml", *EXAMPLE_ARGS, cwd=folder, env=env))
-        runs[-1].requests = bucket.front.seen.requests[seen:]
-    runs[0].faults = faults
+        for fault in armed:
+            fault.count = len(fault.hits)  # disarmed: what it did stays in hits
+        runs[-1].requests, runs[-1].faults = bucket.front.seen.requests[seen:], armed
+        runs[-1].transform_files = [name for name in bucket.objects(BUCKET, "runs/pipeline/Transform/")
+                                    if not name.endswith("/")]
     return folder, runs
 
 
@@ -62,11 +75,31 @@ def _summaries(bucket) -> list[dict]:
     return [json.loads(bucket.read(BUCKET, name)) for name in names]
 
 
+def test_a_run_refused_its_uploads_fails_naming_the_object_and_publishes_nothing_of_it(bucket, penguin_on_bucket):
+    _, (refused, _, _) = penguin_on_bucket
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    [fault] = refused.faults
+    assert fault.hits, "Transform uploaded nothing"
+    summary = _summaries(bucket)[0]
+    assert summary["status"] == "failed"
+    ran = statuses(summary)
+    assert ran["Transform"] == "failed" and ran["ExampleGen"] == ran["SchemaGen"] == "ran", ran
+    assert {ran[name] for name in ("Trainer", "Evaluator", "Pusher")} == {"not run"}, ran
+    message = " ".join((refused.stdout + refused.stderr).split())
+    assert "Transform failed" in message and "403" in message and "transform_graph" in message, message[-3000:]
+    # the failed component left no file on the bucket: nothing half-written is left to read
+    assert refused.transform_files == [], refused.transform_files
+
+
 def test_penguin_runs_blessed_and_pushed_on_the_bucket(bucket, penguin_on_bucket):
-    folder, (first, _) = penguin_on_bucket
+    folder, (_, first, _) = penguin_on_bucket
     assert first.returncode == 0, first.stdout + first.stderr
-    summary, _ = _summaries(bucket)
-    assert set(statuses(summary).values()) == {"ran"}
+    _, summary, _ = _summaries(bucket)
+    # what the refused run published is reused; the rest ran
+    assert statuses(summary) == {**dict.fromkeys(("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator"),
+                                                 "cached"),
+                                 **dict.fromkeys(("Transform", "Trainer", "Evaluator", "Pusher"), "ran")}, (
+        statuses(summary))
     assert summary["blessed"] is True and summary["metrics"]["sparse_categorical_accuracy"] >= 0.9
     pushed = summary["pushed_to"]
     assert pushed.startswith(f"gs://{BUCKET}/serving/"), pushed
@@ -84,7 +117,7 @@ def test_penguin_runs_blessed_and_pushed_on_the_bucket(bucket, penguin_on_bucket
 
 
 def test_every_client_reached_the_bucket_by_its_own_code_with_the_clusters_token(penguin_on_bucket):
-    _, (first, _) = penguin_on_bucket
+    _, (_, first, _) = penguin_on_bucket
     agents = {agent.split("/")[0] for _, _, agent, _ in first.requests}
     assert "TSL" in agents  # TensorFlow's GCS filesystem (tsl/platform/cloud), under TFX's fileio
     assert any("gccl/" in agent for _, _, agent, _ in first.requests)  # google-cloud-storage, under Beam's GCSIO
@@ -94,8 +127,8 @@ def test_every_client_reached_the_bucket_by_its_own_code_with_the_clusters_token
     assert not refused, refused
 
 
-def test_the_first_run_rode_out_a_flaky_cloud_storage(penguin_on_bucket):
-    _, (first, _) = penguin_on_bucket
+def test_a_run_rides_out_a_flaky_cloud_storage(penguin_on_bucket):
+    _, (_, first, _) = penguin_on_bucket
     assert first.returncode == 0, first.stdout + first.stderr
     assert [len(fault.hits) for fault in first.faults] == [2, 2, 1], [fault.hits for fault in first.faults]
     answered = [status for _, _, agent, status in first.requests if agent == "TSL"]
@@ -103,9 +136,9 @@ def test_the_first_run_rode_out_a_flaky_cloud_storage(penguin_on_bucket):
 
 
 def test_a_second_run_reuses_what_the_first_published_on_the_bucket(bucket, penguin_on_bucket):
-    _, (_, second) = penguin_on_bucket
+    _, (_, _, second) = penguin_on_bucket
     assert second.returncode == 0, second.stdout + second.stderr
-    first, again = _summaries(bucket)
+    _, first, again = _summaries(bucket)
     assert set(statuses(again).values()) == {"cached"}, statuses(again)
     assert again["pushed_to"] == first["pushed_to"] and again["metrics"] == first["metrics"]
 
@@ -171,3 +204,21 @@ def test_an_emulator_tensorflow_cannot_reach_is_refused_before_anything_is_writt
     assert f"www.googleapis.com resolves to {bucket.host} here, not to 127.0.0.1" in message
     assert sorted(p.name for p in tmp_path.iterdir()) == ["penguin.yaml"]
     assert bucket.objects(BUCKET) == before
+
+
+def test_another_machine_is_refused_the_root_before_anything_is_written(bucket, penguin_on_bucket, tmp_path):
+    """A second machine (its own state folder, so its own ML Metadata) under the same bucket root would number
+    its executions from 1 and write over the first machine's artifacts: refused, naming the owner."""
+    folder, _ = penguin_on_bucket
+    owner = bucket.read(BUCKET, "runs/.tfxd-store").decode()
+    assert str(folder / "state") in owner  # the machine of the runs above claimed the root
+    before = bucket.objects(BUCKET)
+    tfxd = os.path.join(os.path.dirname(sys.executable), "tfxd")
+    result = bucket.run(tfxd, "run", "penguin.yaml", cwd=folder, timeout=300,
+                        env={"XDG_STATE_HOME": str(tmp_path / "elsewhere")})
+    assert result.returncode == 1, result.stdout + result.stderr
+    message = " ".join(result.stderr.split())
+    assert f"gs://{BUCKET}/runs is the root of another machine's runs" in message, message
+    assert "would number its artifacts from 1 again and write over that machine's" in message
+    assert bucket.objects(BUCKET) == before
+    assert not (tmp_path / "elsewhere" / "tfxd" / "gs" / BUCKET / "runs" / "metadata.sqlite").exists()
