@@ -59,6 +59,27 @@ def write_json(path: str, content: Any, **options: Any) -> str:
     return write_atomic(path, json.dumps(content, indent=options.pop("indent", 2), **options) + "\n")
 
 
+def remove(path: str) -> bool:
+    """Remove the folder or file at ``path``, local or on a bucket, if there is one; whether there was."""
+    if not is_uri(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        elif os.path.lexists(path):
+            os.remove(path)
+        else:
+            return False
+        return True
+    from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
+
+    if fileio.isdir(path):
+        fileio.rmtree(path)
+    elif fileio.exists(path):
+        fileio.remove(path)
+    else:
+        return False
+    return True
+
+
 def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:
     """Remove whatever the output artifacts' folders hold, keeping the folders: Kubeflow and Vertex retry a
     failed task in place, on the same output URIs, where the first attempt's partial files would
@@ -77,11 +98,8 @@ def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:
                 removed.append(uri)
                 continue
             for name in fileio.listdir(uri):
-                path = os.path.join(uri, name.rstrip("/"))
-                if fileio.isdir(path):
-                    fileio.rmtree(path)
-                else:
-                    fileio.remove(path)
+                path = join(uri, name)
+                remove(path)
                 removed.append(path)
     return removed
 

@@ -26,7 +26,7 @@ from tfx.utils import name_utils
 
 from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer import job_launch, vertex_job
-from tfxd.files import join
+from tfxd.files import join, remove
 from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
 from tfxd.kubeflow.replay.ir import (
@@ -119,10 +119,8 @@ class Replay:
         """A stopped task's partial outputs: its local folder, and its artifacts on the bucket."""
         shutil.rmtree(os.path.join(self.run_dir, task), ignore_errors=True)
         if self.artifact_root != self.run_dir:
-            from tfx.dsl.io import fileio
-
             with contextlib.suppress(Exception):  # a stop goes on; what is left is never recorded
-                fileio.rmtree(join(self.artifact_root, task))
+                remove(join(self.artifact_root, task))
 
 
 @dataclass

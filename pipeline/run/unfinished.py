@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 
 from ml_metadata.proto import metadata_store_pb2 as mlmd
 
-from tfxd.files import is_uri
+from tfxd.files import is_uri, remove
 from tfxd.pipeline.run import metadata
 
 
@@ -55,17 +54,8 @@ def _remove_under(root: str, uri: str) -> None:
         return
     if is_uri(uri) or is_uri(root):
         if uri.startswith(root.rstrip("/") + "/"):
-            from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
-
-            if fileio.isdir(uri):
-                fileio.rmtree(uri)
-            elif fileio.exists(uri):
-                fileio.remove(uri)
+            remove(uri)
         return
     path = os.path.realpath(uri)
-    if os.path.commonpath([path, os.path.realpath(root)]) != os.path.realpath(root):
-        return
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-    elif os.path.exists(path):
-        os.remove(path)
+    if os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root):
+        remove(path)
