@@ -125,7 +125,7 @@ test: setup
 	$(MAKE) --no-print-directory -j3 examples engines conformance services lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
-bench: setup examples engines
+bench: setup examples engines services
 	$(PY) bench/run.py
 
 wheel: | $(UV)
