@@ -59,25 +59,20 @@ def write_json(path: str, content: Any, **options: Any) -> str:
     return write_atomic(path, json.dumps(content, indent=options.pop("indent", 2), **options) + "\n")
 
 
-def remove(path: str) -> bool:
-    """Remove the folder or file at ``path``, local or on a bucket, if there is one; whether there was."""
+def remove(path: str) -> None:
+    """Remove the folder or file at ``path``, local or on a bucket, if there is one."""
     if not is_uri(path):
         if os.path.isdir(path) and not os.path.islink(path):
             shutil.rmtree(path)
         elif os.path.lexists(path):
             os.remove(path)
-        else:
-            return False
-        return True
+        return
     from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
 
     if fileio.isdir(path):
         fileio.rmtree(path)
     elif fileio.exists(path):
         fileio.remove(path)
-    else:
-        return False
-    return True
 
 
 def empty_outputs(output_dict: dict[str, list[Any]]) -> list[str]:

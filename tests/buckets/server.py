@@ -93,13 +93,18 @@ class BucketServer:
     def read(self, bucket: str, name: str) -> bytes:
         return _call("GET", self._url(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"))
 
+    def under(self, uri: str) -> tuple[str, str, list[str]]:
+        """The bucket of ``uri`` (gs://bucket/prefix), its prefix as a folder's, and the object names under it."""
+        bucket, _, prefix = uri.removeprefix("gs://").partition("/")
+        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        return bucket, prefix, self.objects(bucket, prefix)
+
     def download(self, uri: str, folder: Path) -> Path:
         """The objects under ``uri`` (gs://bucket/prefix) copied into ``folder``, for the test's own readers
         (TFMA, a SavedModel loaded in the test's process, which is outside the namespace)."""
-        bucket, _, prefix = uri.removeprefix("gs://").partition("/")
-        prefix = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        bucket, prefix, names = self.under(uri)
         folder.mkdir(parents=True, exist_ok=True)
-        for name in self.objects(bucket, prefix):
+        for name in names:
             target = folder / name.removeprefix(prefix)
             if name.endswith("/"):  # a folder's marker (TensorFlow's makedirs writes one): the folder, maybe empty
                 target.mkdir(parents=True, exist_ok=True)

@@ -51,5 +51,4 @@ def replay_on_bucket(server, compiled: Path, files: dict, *args: str,
 
 def objects(server, uri: str) -> list[str]:
     """The object names under ``uri`` (gs://bucket/prefix) on the server."""
-    bucket, _, prefix = uri.removeprefix("gs://").partition("/")
-    return server.objects(bucket, prefix.rstrip("/") + "/")
+    return server.under(uri)[2]

@@ -32,7 +32,7 @@ from tests.buckets.server import bucket_server
 from tests.conformance.test_training_operator import accepted, stand_in
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
-from tests.kubeflow.on_bucket import compiled_on_bucket, replay_on_bucket
+from tests.kubeflow.on_bucket import compiled_on_bucket, objects, replay_on_bucket
 from tfxd.kubeflow.replay.kube_api import as_sent
 from tfxd.kubeflow.replay.launcher import REPLAY_NAMESPACE, this_python
 from tfxd.kubeflow.replay.local_operators import LocalOperators
@@ -50,7 +50,7 @@ def replayed(tmp_path_factory) -> dict:
         server.create_bucket(BUCKET)
         server.upload_folder(REPO / "examples" / "data" / "penguin", BUCKET, "data/penguin")
         _, summary = replay_on_bucket(server, files["kubeflow"], files)
-        model = server.objects(BUCKET, summary["artifacts"]["Trainer.model"].removeprefix(f"gs://{BUCKET}/"))
+        model = objects(server, summary["artifacts"]["Trainer.model"])
         copy = server.download(f"gs://{BUCKET}/", tmp_path_factory.mktemp("bucket-copy"))
     return {"summary": summary, "project": files["project"], "compiled": files["kubeflow"], "model": model,
             "copy": copy}
