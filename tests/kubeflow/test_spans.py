@@ -272,21 +272,42 @@ def test_a_run_by_hand_is_refused_a_day_unless_the_spec_asks_for_the_day_it_was_
 
 def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path, replay) -> None:
     """Another pipeline replayed under the same root (one artifact index, as one Vertex metadata store)
-    finds none of demo's models: not as its warm start, not as its baseline."""
-    other = _compile(folder, "vertex", folder / "other.json", "name=other")
+    finds none of demo's models: not as its warm start, not as its baseline. It reads a window of the two
+    newest days on the bucket, no span given."""
+    other = _compile(folder, "vertex", folder / "other.json", "name=other", "data.spans={window: 2}")
     index = json.loads((replays / "artifacts.json").read_text())["artifacts"]
     assert any(record["pipeline"] == "demo" and record["schemaTitle"] == "tfx.ModelBlessing"
                and record["metadata"].get("blessed") == 1 for record in index)  # a blessed model is there
-    _, summary = replay(folder, other, replays, "--root", str(replays), "--param", "span=2026-11-21")
+    _, summary = replay(folder, other, replays, "--root", str(replays))
     assert summary["pipeline"] == "other" and summary["status"] == "ok"
+    assert summary["examples"]["spans"] == ["2026-11-21", "2026-11-22"]
+    # a window's newest span against the one before it, both computed from the examples ExampleGen wrote
+    assert (summary["drift"]["span"], summary["drift"]["previous_span"]) == ("2026-11-22", "2026-11-21")
     assert summary["warm_start"]["reason"] == "no blessed model yet" and summary["baseline"] is None
     assert summary["pushed_destination_on_cluster"].startswith("gs://demo-bucket/pipelines/other/serving/")
+
+
+def _the_latest_day_rides_out_a_flaky_cloud_storage(folder: Path, replays: Path, replay, front):
+    """The next day, read as `data.spans: latest` (the newest day on the bucket), while Cloud Storage answers
+    503 to the drift gate's copy and rename of the span's statistics into the store and to Pusher's copies,
+    and 429 to the finder tasks' listing of the pushed models: TensorFlow's GCS filesystem retries them
+    (tsl/platform/cloud/retrying_utils.cc) and the replay finishes."""
+    latest = _compile(folder, "kubeflow", folder / "latest.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                      "data.spans=latest")
+    faults = [front.fail("POST", "tfxd_span_statistics", status=503, count=2, agent_contains="TSL"),
+              front.fail("POST", "kfp%2Fdemo%2Fserving%2F", status=503, count=2, agent_contains="TSL"),
+              front.fail("GET", "prefix=kfp%2Fdemo%2Fserving", status=429, count=2, agent_contains="TSL")]
+    done = replay(folder, latest, replays)
+    assert [len(fault.hits) for fault in faults] == [2, 2, 2], [fault.hits for fault in faults]
+    return done
 
 
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path, tmp_path_factory):
     """On the bucket (tests/buckets/, the replays in its namespace): the days, the pipeline roots and the push
     destination are gs://demo-bucket/..., so ExampleGen lists the spans, the finder tasks read the pushed models
-    and the drift gate the previous span's statistics there, as on the cluster."""
+    and the drift gate the previous span's statistics there, as on the cluster. A given day, the same day
+    again (no new data: green, skipped), the scheduled day, a window of days (another pipeline), and the
+    latest day warm-started and judged for drift against the previous span, through a flaky Cloud Storage."""
     _write_taxi_days(tmp_path, data=f"gs://{DEMO_BUCKET}/data")
     replays = tmp_path / "tfxd-runs" / "demo" / "replay"
     compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
@@ -321,8 +342,9 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
         assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
         _another_pipeline_finds_none_of_demos_models(tmp_path, replays, replay)
 
-        _, summary = replay(tmp_path, compiled, replays, "--param", "span=2026-11-22")
+        _, summary = _the_latest_day_rides_out_a_flaky_cloud_storage(tmp_path, replays, replay, server.front)
         assert summary["buckets"] == {}  # every replay wrote the bucket itself
+    assert summary["examples"]["spans"] == ["2026-11-22"]  # data.spans: latest, the newest day on the bucket
     warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
     assert warm["started"] is True, warm
     assert warm["from"] == summary["artifacts"]["warm_start_model_resolver.model"] + "/Format-Serving"
