@@ -54,6 +54,27 @@ def write_atomic(path: str, content: str | bytes) -> str:
     return path
 
 
+def create_once(uri: str, content: str) -> str:
+    """Create the bucket object ``uri`` holding ``content`` unless it exists; what it holds, either way. Of
+    writers racing to create it, exactly one does and all read its content: Cloud Storage's precondition
+    ifGenerationMatch=0, which TensorFlow's GCS filesystem cannot send (google-cloud-storage can, and retries
+    a conditional upload on 429 and 5xx). Credentials as Beam's GCSIO finds them (google.auth.default)."""
+    if not uri.startswith("gs://"):
+        raise ValueError(f"{uri}: only a gs:// object can be created once (validate refuses other schemes)")
+    import google.auth  # start-up: the storage client only for a bucket root
+    from google.api_core import exceptions
+    from google.cloud import storage
+
+    credentials, project = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
+    bucket, _, name = uri.removeprefix("gs://").partition("/")
+    blob = storage.Client(project=project, credentials=credentials).bucket(bucket).blob(name)
+    try:
+        blob.upload_from_string(content.encode("utf-8"), if_generation_match=0)
+        return content
+    except exceptions.PreconditionFailed:
+        return blob.download_as_bytes().decode("utf-8")
+
+
 def write_json(path: str, content: Any, **options: Any) -> str:
     """``content`` as indented JSON (``options`` go to json.dumps), atomically."""
     return write_atomic(path, json.dumps(content, indent=options.pop("indent", 2), **options) + "\n")

@@ -5,7 +5,8 @@ ends (exit, Ctrl-C, SIGKILL, OOM), so a crashed run never leaves a stale lock be
 A bucket root is claimed by one machine's ML Metadata store: TFX writes each output under
 `<root>/pipeline/<component>/<key>/<execution id>`, numbered by that store, so a second machine's runs under
 the same root would write over the first's artifacts. Its first run writes an owner object naming the store
-(`<root>/.tfxd-store`); a run from another store is refused before anything is written."""
+(`<root>/.tfxd-store`), created only if absent, so that of machines starting at once exactly one owns
+the root; a run from another store is refused before anything is written."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 
-from tfxd.files import is_uri, join, local_state, write_atomic
+from tfxd.files import create_once, is_uri, join, local_state, write_atomic
 
 LOCK_NAME = "tfxd-run.lock"
 STORE_ID = "store-id"  # this machine's store of a bucket root, in its local state folder
@@ -77,20 +78,13 @@ def hold(root: str) -> Iterator[str]:
 
 
 def _claim(root: str) -> None:
-    """Make this machine's store the owner of bucket ``root``, or raise RootClaimed if another one is. (Two
-    machines starting their first run at the same moment may both claim it: the owner is written once.)"""
-    from tfx.dsl.io import fileio  # start-up: TFX's file systems only for a bucket root
-
+    """Make this machine's store the owner of bucket ``root``, or raise RootClaimed if another one is. Of
+    machines starting their first run at once, one creates the owner object and the others read it."""
     mine_path = os.path.join(local_state(root), STORE_ID)
     if not os.path.exists(mine_path):
         write_atomic(mine_path, f"{uuid.uuid4().hex} {socket.gethostname()}:{local_state(root)}\n")
     with open(mine_path, encoding="utf-8") as handle:
         mine = handle.read().strip()
-    owner_path = join(root, OWNER)
-    if not fileio.exists(owner_path):
-        write_atomic(owner_path, mine + "\n")
-        return
-    with fileio.open(owner_path, "r") as handle:
-        owner = handle.read().strip()
+    owner = create_once(join(root, OWNER), mine + "\n").strip()
     if owner.split()[0] != mine.split()[0]:
         raise RootClaimed(root, owner.split(maxsplit=1)[-1], mine.split(maxsplit=1)[-1])

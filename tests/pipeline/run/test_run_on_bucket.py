@@ -12,7 +12,9 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import subprocess
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -222,3 +224,93 @@ def test_another_machine_is_refused_the_root_before_anything_is_written(bucket, 
     assert "would number its artifacts from 1 again and write over that machine's" in message
     assert bucket.objects(BUCKET) == before
     assert not (tmp_path / "elsewhere" / "tfxd" / "gs" / BUCKET / "runs" / "metadata.sqlite").exists()
+
+
+CLAIM = """
+import os, sys, time
+from tfxd.pipeline.run import lock
+import google.auth, google.cloud.storage  # loaded before the start, so that the claims meet
+open(sys.argv[1] + ".ready", "w").close()
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.002)
+try:
+    with lock.hold(sys.argv[2]):
+        print("owner")
+except lock.RootClaimed as exc:
+    print("refused:", exc)
+"""
+
+
+def test_machines_claiming_a_new_root_at_once_leave_it_one_owner(bucket, tmp_path):
+    """Four machines (four state folders) start their first run under a new bucket root at the same moment:
+    each asks Cloud Storage to create the owner object only if there is none (ifGenerationMatch=0); the server
+    creates one and refuses the others 412, which then read the winner's claim and are refused the root."""
+    root, ready = f"gs://{BUCKET}/claimed-at-once", []
+    seen = len(bucket.front.seen.requests)
+    claims = []
+    for machine in range(4):
+        go = tmp_path / f"go{machine}"
+        ready.append(tmp_path / f"go{machine}.ready")
+        claims.append((go, subprocess.Popen(
+            bucket.command(sys.executable, "-c", CLAIM, str(go), root), text=True, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env={**bucket.env(), "XDG_STATE_HOME": str(tmp_path / f"machine{machine}")})))
+    while not all(path.exists() for path in ready):
+        assert all(process.poll() is None for _, process in claims), [p.communicate() for _, p in claims]
+        time.sleep(0.01)
+    for go, _ in claims:
+        go.touch()
+    answers = [process.communicate(timeout=120) for _, process in claims]
+    said = [out.strip() for out, _ in answers]
+    assert sorted(line.split(":")[0] for line in said) == ["owner", "refused", "refused", "refused"], answers
+    [winner] = [machine for machine, line in enumerate(said) if line == "owner"]
+    owner = bucket.read(BUCKET, "claimed-at-once/.tfxd-store").decode()
+    assert str(tmp_path / f"machine{winner}") in owner
+    assert all(f"{root} is the root of another machine's runs ({owner.split(maxsplit=1)[1].strip()})" in line
+               for line in said if line != "owner"), said
+    creates = [status for method, path, _, status in bucket.front.seen.requests[seen:]
+               if method == "POST" and "ifGenerationMatch=0" in path]  # the name is in the body
+    assert sorted(creates) == [200, 412, 412, 412], creates  # the server decided: one created, three refused
+
+
+OWN_FILES = """
+import json, sys
+from tfxd import files, pushed
+root = sys.argv[1]
+files.write_json(root + "/summary.json", {"status": "ok", "rows": list(range(2000))})
+try:
+    files.write_atomic(root + "/refused.json", "{}")
+except Exception as exc:
+    print("refused:", " ".join(str(exc).split()))
+print("versions:", json.dumps(pushed.versions(root + "/serving")))
+print("record:", json.dumps(pushed.data_record(root + "/serving/100").to_json()))
+"""
+
+
+def test_tfxds_own_file_code_on_a_flaky_bucket(bucket):
+    """tfxd's own writes and reads of bucket objects (a run's summary, the pushed models and their records)
+    through TensorFlow's GCS filesystem, as every task does, while Cloud Storage answers 503 and 429 and cuts
+    an upload: retried within TensorFlow's policy, each object whole or absent. A version Pusher left half-way
+    (no saved_model.pb, which TFX's Pusher writes last) is no pushed model; an upload refused (403) fails
+    naming the object and leaves none."""
+    root = f"gs://{BUCKET}/own-files"
+    bucket.upload(BUCKET, "own-files/serving/100/saved_model.pb", b"model")
+    bucket.upload(BUCKET, "own-files/serving/100/assets.extra/tfxd_data.json", b'{"spans": ["2026-11-20"]}')
+    bucket.upload(BUCKET, "own-files/serving/200/variables/variables.index", b"half a push")
+    front = bucket.front
+    faults = [front.fail("POST", "name=own-files%2Fsummary.json", status=503, count=2, agent_contains="TSL"),
+              front.fail("PUT", "upload_id=", cut=True, count=1, agent_contains="TSL"),
+              front.fail("POST", "name=own-files%2Frefused.json", status=403, count=100, agent_contains="TSL"),
+              front.fail("GET", "prefix=own-files%2Fserving", status=429, count=2, agent_contains="TSL"),
+              front.fail("GET", "tfxd_data.json", status=503, count=2, agent_contains="TSL")]
+    result = bucket.run(sys.executable, "-c", OWN_FILES, root, timeout=300)
+    for fault in faults:
+        fault.count = len(fault.hits)
+    assert result.returncode == 0, result.stdout + result.stderr
+    said = dict(line.split(": ", 1) for line in result.stdout.splitlines() if ": " in line)
+    assert [len(fault.hits) for fault in faults] == [2, 1, len(faults[2].hits), 2, 2], [f.hits for f in faults]
+    assert faults[2].hits  # refused, as often as TensorFlow tried
+    assert json.loads(bucket.read(BUCKET, "own-files/summary.json")) == {"status": "ok", "rows": list(range(2000))}
+    assert f"{root}/refused.json" in said["refused"] and "403" in said["refused"], said
+    assert "own-files/refused.json" not in bucket.objects(BUCKET, "own-files/")
+    assert json.loads(said["versions"]) == [f"{root}/serving/100"]  # not the half-pushed 200
+    assert json.loads(said["record"]) == {"inputs": {}, "spans": ["2026-11-20"]}
