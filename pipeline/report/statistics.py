@@ -48,10 +48,10 @@ def section(folder: Any, split_order: list[str]) -> str:
 
 
 def _list_dir(folder: str) -> list[str]:
-    if is_uri(folder):  # gs:// and friends, only when a summary points there
-        import tensorflow as tf
+    if is_uri(folder):  # a bucket, only when a summary points there
+        from tfx.dsl.io import fileio  # start-up: TFX's file systems only for a bucket
 
-        return [n.rstrip("/") for n in tf.io.gfile.listdir(folder)]
+        return [n.rstrip("/") for n in fileio.listdir(folder)]
     return os.listdir(folder)
 
 
@@ -60,9 +60,9 @@ def _load_stats(path: str):
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
     if is_uri(path):
-        import tensorflow as tf
+        from tfx.dsl.io import fileio  # start-up: as above
 
-        with tf.io.gfile.GFile(path, "rb") as handle:
+        with fileio.open(path, "rb") as handle:
             data = handle.read()
     else:
         with open(path, "rb") as handle:

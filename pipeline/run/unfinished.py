@@ -49,13 +49,18 @@ def _settle(root: str) -> list[str]:
 
 
 def _remove_under(root: str, uri: str) -> None:
-    """Remove ``uri`` if it is a folder or file inside ``root``, local or on a bucket (never anything else)."""
+    """Remove ``uri`` if it is a folder or file inside ``root``, local or on a bucket (never anything else).
+    What cannot be removed is logged and left: no run reads an abandoned output, and the other executions
+    are still to be settled."""
     if not uri:
         return
     if is_uri(uri) or is_uri(root):
-        if uri.startswith(root.rstrip("/") + "/"):
-            remove(uri)
-        return
-    path = os.path.realpath(uri)
-    if os.path.commonpath([path, os.path.realpath(root)]) == os.path.realpath(root):
-        remove(path)
+        inside, target = uri.startswith(root.rstrip("/") + "/"), uri
+    else:
+        target = os.path.realpath(uri)
+        inside = os.path.commonpath([target, os.path.realpath(root)]) == os.path.realpath(root)
+    if inside:
+        try:
+            remove(target)
+        except Exception as exc:  # noqa: BLE001 - OSError here, TensorFlow's OpError on a bucket
+            logging.warning("could not remove the abandoned output %s: %s", target, exc)

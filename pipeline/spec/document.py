@@ -154,6 +154,17 @@ class Spec(Section):
         problems.raise_if_any()
         return self
 
+    def read_paths(self) -> dict[tuple[str, ...], str | None]:
+        """The paths a pipeline reads, by their keys: its data and a schema it is given."""
+        return {("data", "path"): self.data.path, ("validation", "schema"): self.validation.schema_}
+
+    def paths(self) -> dict[tuple[str, ...], str | None]:
+        """Every path the spec names, by its key: what a pipeline reads and where it writes."""
+        written: dict[tuple[str, ...], str | None] = {("root",): self.root, ("push", "to"): self.push.to}
+        if self.targets.kubeflow is not None:
+            written["targets", "kubeflow", "root"] = self.targets.kubeflow.root
+        return {**self.read_paths(), **written}
+
     def _fill_defaults(self) -> None:
         if self.root is None:
             self.root = f"tfxd-runs/{self.name}"

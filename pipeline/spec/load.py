@@ -62,11 +62,7 @@ def _check_schemes(spec: Spec, problems: Problems) -> None:
     """Buckets on Cloud Storage (gs://) are read and written by the code every client runs (docs/targets.md,
     Buckets); no other scheme has a file system in TFX 1.16's stack: TensorFlow 2.16 reads s3:// and hdfs://
     only through tensorflow-io, which TFX does not install, so a run would fail at its first artifact."""
-    paths = {("data", "path"): spec.data.path, ("validation", "schema"): spec.validation.schema_,
-             ("root",): spec.root, ("push", "to"): spec.push.to}
-    if spec.targets.kubeflow is not None:
-        paths["targets", "kubeflow", "root"] = spec.targets.kubeflow.root
-    for key, value in paths.items():
+    for key, value in spec.paths().items():
         if value and is_uri(value) and not value.startswith("gs://"):
             scheme = value.split("://", 1)[0]
             problems.add(key, f"{scheme}:// is not a file system tfxd can read or write: TFX 1.16's TensorFlow "

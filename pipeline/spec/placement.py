@@ -66,7 +66,7 @@ class Placement:
             return
         spec = self.loaded.spec
         target = self.target
-        for path, value in ((("data", "path"), spec.data.path), (("validation", "schema"), spec.validation.schema_)):
+        for path, value in spec.read_paths().items():
             if value is None or value == "infer" or is_uri(value):
                 continue
             inside = os.path.relpath(self.loaded.resolve(value), self.loaded.base_dir)
