@@ -177,7 +177,10 @@ def _namespace(name: str, index: int) -> Iterator[str]:
                         ("ip", "link", "set", "lo", "up")):
             _sh("ip", "netns", "exec", name, *command)
         hosts_dir.mkdir(parents=True, exist_ok=True)
+        # as Kubernetes writes a pod's: its own name at its own address (Flink's JVM resolves it), and here
+        # Google's names at the front
         (hosts_dir / "hosts").write_text("127.0.0.1 localhost\n::1 localhost\n"
+                                         f"{inside} {socket.gethostname()}\n"
                                          f"{host} {' '.join(GOOGLE_NAMES)}\n", encoding="utf-8")
         yield host
     finally:

@@ -85,24 +85,29 @@ def test_the_kubeflow_file_reaches_the_flink_job_server_in_the_cluster(tmp_path)
 
 def test_the_compiled_kubeflow_file_replays_on_an_embedded_flink_as_compiled(tmp_path_factory):
     """`tfxd replay --beam-as-compiled`: the file's Beam steps submit to a Flink job server; here an
-    embedded Flink stands for the cluster's, with its own SDK worker pool for the TaskManagers' pools."""
+    embedded Flink stands for the cluster's, with its own SDK worker pool for the TaskManagers' pools. The
+    data, pipeline root and push destination are on a bucket (tests/buckets/), so the SDK workers read and
+    write it through Beam's GCSIO and TensorFlow's GCS filesystem, as the pools beside a cluster's
+    TaskManagers do."""
+    from tests.buckets.server import bucket_server
+    from tests.kubeflow.on_bucket import compiled_on_bucket, objects, replay_on_bucket
     from tests.pipeline.run.test_beam_engines import _ours
-    from tests.pipeline.run.test_run_taxi import example_project, tfxd
 
-    project = example_project(tmp_path_factory, "taxi")
-    compiled = project / "taxi-flink.yaml"
-    result = tfxd("compile", "taxi.yaml", "--target", "kubeflow", "-o", str(compiled), "--set", "beam.runner=flink",
-                  "--set", "beam.workers=2", "--set", "beam.job_endpoint=beam-flink-job-server.flink:8099",
-                  cwd=project)
-    assert result.returncode == 0, result.stderr
-    result = tfxd("replay", str(compiled), "--project", str(project), "--root", str(project / "replays"),
-                  "--beam-as-compiled", "--param", 'train_args={"numSteps": 100}', cwd=project)
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Flink 1.19 through Beam's job server (embedded, 2 SDK worker processes)" in result.stdout
-    [summary_path] = (project / "replays").glob("*/summary.json")
-    summary = json.loads(summary_path.read_text())
-    assert summary["status"] == "ok" and summary["blessed"] is True and summary["pushed"] is True
-    assert summary["beam"] == "as compiled, on Flink here"
-    [log] = (project / "replays").glob("*/logs/flink-job-server.log")
+    files = compiled_on_bucket(tmp_path_factory, "taxi", "tfxd-flink", "beam.runner=flink", "beam.workers=2",
+                               "beam.job_endpoint=beam-flink-job-server.flink:8099")
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket("tfxd-flink")
+        server.upload_folder(REPO / "examples" / "data" / "taxi", "tfxd-flink", "data/taxi")
+        result, summary = replay_on_bucket(server, files["kubeflow"], files, "--beam-as-compiled", "--param",
+                                           'train_args={"numSteps": 100}')
+        assert "Flink 1.19 through Beam's job server (embedded, 2 SDK worker processes)" in result.stdout
+        assert summary["status"] == "ok" and summary["blessed"] is True and summary["pushed"] is True
+        assert summary["beam"] == "as compiled, on Flink here" and summary["buckets"] == {}
+        pushed = summary["pushed_destination"]
+        assert pushed.startswith("gs://tfxd-flink/serving/"), pushed
+        assert any(name.endswith("/saved_model.pb") for name in objects(server, pushed))
+        # Beam's GCSIO (google-cloud-storage) in the SDK workers reached the bucket, not only TensorFlow
+        assert any("gccl/" in agent for _, _, agent, _ in server.front.seen.requests)
+    [log] = files["root"].glob("*/logs/flink-job-server.log")
     assert log.read_text(errors="replace").count("switched from state RUNNING to FINISHED.") >= 4
     assert _ours() == []
