@@ -252,22 +252,27 @@ def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path
 
 
 @pytest.mark.xdist_group("tests/kubeflow/test_spans.py: by hand")  # shares nothing with the replays above
-def test_a_run_by_hand_is_refused_a_day_unless_the_spec_asks_for_the_day_it_was_created(tmp_path):
+def test_a_run_by_hand_is_refused_a_day_unless_the_spec_asks_for_the_day_it_was_created(tmp_path, tmp_path_factory):
     """A run started by hand, whose schedule time the engine leaves unfilled, is refused, never guessed,
-    unless the spec asks for the day the run was created."""
+    unless the spec asks for the day the run was created (its root on the bucket, the replays in its
+    namespace)."""
     _write_taxi_days(tmp_path)
     compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
-    by_hand = tfxd("replay", str(compiled), cwd=tmp_path)
+    created = _compile(tmp_path, "kubeflow", tmp_path / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                       "data.spans.unscheduled=creation_time")
+    with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
+        server.create_bucket(DEMO_BUCKET)
+        by_hand = server.run(TFXD, "replay", str(compiled), cwd=tmp_path)
+        fallback = server.run(TFXD, "replay", str(created), cwd=tmp_path)
+        left = server.objects(DEMO_BUCKET)
     assert by_hand.returncode == 1
     refusal = " ".join(by_hand.stderr.split())
     assert "ExampleGen failed: " in refusal and "the placeholder was left unfilled" in refusal
     assert "give the day with the run parameter span=YYYY-MM-DD, or set data.spans.unscheduled: creation_time" in (
         refusal)
-    created = _compile(tmp_path, "kubeflow", tmp_path / "created.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
-                       "data.spans.unscheduled=creation_time")
-    fallback = tfxd("replay", str(created), cwd=tmp_path)
     yesterday = datetime.datetime.now(datetime.timezone.utc).date() - datetime.timedelta(days=1)
     assert fallback.returncode == 1 and f"no data for span {yesterday}" in " ".join(fallback.stderr.split())
+    assert not [name for name in left if "/ExampleGen/" in name], left  # the refused task published nothing
 
 
 def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path, replay) -> None:
