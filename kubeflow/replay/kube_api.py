@@ -65,9 +65,11 @@ class Replica:
 
 class KubeApi:
     """The server and its objects, serving the jobs of ``kinds``. ``controller`` has created(job) and
-    deleted(job)."""
+    deleted(job). It listens on ``host`` (loopback; a test whose tasks run in a network namespace of its own
+    gives the host's end of the namespace's link)."""
 
-    def __init__(self, kinds: tuple[JobKind, ...], controller=None, token: str | None = None) -> None:
+    def __init__(self, kinds: tuple[JobKind, ...], controller=None, token: str | None = None,
+                 host: str = "127.0.0.1") -> None:
         self.kinds = {(kind.group, kind.version, kind.plural): kind for kind in kinds}
         self.controller = controller
         self.token = token or uuid.uuid4().hex
@@ -95,13 +97,13 @@ class KubeApi:
             def do_DELETE(self) -> None:  # noqa: N802
                 api._serve(self, "DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer((host, 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, name="tfxd-kube-api", daemon=True)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}"
+        return "http://{}:{}".format(*self.server.server_address[:2])
 
     def __enter__(self) -> KubeApi:
         self.thread.start()

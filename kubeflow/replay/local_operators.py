@@ -42,11 +42,12 @@ def container_temp(log_dir: str, name: str) -> str:
 
 class LocalOperators:
     """A KubeApi whose jobs run as local processes. ``argv_for(container)``: the command to run for a
-    replica's container; ``cwd`` and ``env``: where and with what extra environment they run."""
+    replica's container; ``cwd`` and ``env``: where and with what extra environment they run; ``host``:
+    where the API listens (KubeApi)."""
 
     def __init__(self, log_dir: str, argv_for: Callable[[dict[str, Any]], list[str]], cwd: str | None = None,
-                 env: dict[str, str] | None = None) -> None:
-        self.api = KubeApi((trainer_v2.TRAINJOBS, training_operator.TFJOBS), controller=self)
+                 env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+        self.api = KubeApi((trainer_v2.TRAINJOBS, training_operator.TFJOBS), controller=self, host=host)
         self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
         self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
         self.temps: dict[tuple[str, str], dict[tuple[str, int], str]] = {}  # each pod's temporary folder

@@ -9,9 +9,12 @@ The stand-in cluster serves both, as a cluster with both installed: `operator: a
   replays blessed and pushed as a TrainJob; the summary's strategy is multi_worker_mirrored with 2
   replicas; the chief (node 0) alone wrote the model, on the bucket.
 - The same Trainer task, run again with operator: tfjob as a chief, a worker and a parameter server,
-  trains with ParameterServer to an exported model. These judge the operators' processes, not the bucket:
-  they run on a copy of the replay's artifacts taken from the bucket.
-- A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint.
+  trains with ParameterServer to an exported model, reading the replay's examples on the bucket and writing
+  its model there.
+- A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint
+  BackupAndRestore kept on the bucket.
+  These two run the Trainer task and the replicas in the bucket's namespace, and the operators' stand-in
+  API on the host's end of its link, where the namespace reaches it.
 - The file meets the open-source backend's rules and goes through kfp's own loader and compiler.
 """
 
@@ -43,17 +46,16 @@ BUCKET = "tfxd-operators"
 
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory) -> dict:
-    """Penguin's two-worker Kubeflow file replayed on the bucket; the bucket's objects copied to a folder
-    for the tests that run the Trainer task again outside the namespace."""
+    """Penguin's two-worker Kubeflow file replayed on the bucket, which stays up for the tests that run the
+    Trainer task again."""
     files = compiled_on_bucket(tmp_path_factory, "penguin", BUCKET, *WORKERS)
     with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
         server.create_bucket(BUCKET)
         server.upload_folder(REPO / "examples" / "data" / "penguin", BUCKET, "data/penguin")
         _, summary = replay_on_bucket(server, files["kubeflow"], files)
         model = objects(server, summary["artifacts"]["Trainer.model"])
-        copy = server.download(f"gs://{BUCKET}/", tmp_path_factory.mktemp("bucket-copy"))
-    return {"summary": summary, "project": files["project"], "compiled": files["kubeflow"], "model": model,
-            "copy": copy}
+        yield {"summary": summary, "project": files["project"], "compiled": files["kubeflow"], "model": model,
+               "server": server}
 
 
 def test_a_two_worker_trainer_replays_as_a_trainjob_blessed_and_pushed(replayed):
@@ -107,15 +109,14 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     def with_ps(config: dict) -> None:
         config["operator_job"].update(workers=1, parameter_servers=1, operator="tfjob")
 
-    executor_input = _trainer_task(replayed, tmp_path, with_ps)
-    model = tmp_path / "Trainer" / "model"
-    project = str(replayed["project"])
+    executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
+    server, project = replayed["server"], str(replayed["project"])
 
     env = {"PYTHONPATH": project}
     made: list[dict] = []
-    with LocalOperators(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
+    with _operators(server, tmp_path, project, env) as operator:
         operator.created = _recording(operator.created, made)
-        task = _run_task(executor_input, operator, env, project)
+        task = _run_task(server, executor_input, operator, env, project)
         output = task.communicate(timeout=600)[0]
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
     assert task.returncode == 0, output[-3000:]
@@ -127,26 +128,28 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     assert accepted(sent, tmp_path) == stand_in(sent)
     chief = next(text for name, text in logs.items() if "-chief-0" in name)
     assert "strategy=parameter_server replicas=1 is_chief=True" in chief
-    assert (model / "Format-Serving" / "saved_model.pb").is_file()
-    report = json.loads((model / "tfxd_training.json").read_text())
+    model = f"{outputs}/Trainer/model"
+    assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+    report = json.loads(server.read(BUCKET, f"{model}/tfxd_training.json".removeprefix(f"gs://{BUCKET}/")))
     assert report["plan"]["strategy"] == "parameter_server" and report["plan"]["task"] == {"type": "chief",
                                                                                          "index": 0}
 
 
-def _trainer_task(replayed, tmp_path: Path, change) -> dict:
-    """The replayed Trainer task's executor input, ``change``d (its custom_config), its outputs under
-    ``tmp_path`` (the node folder: BackupAndRestore's checkpoints go under tmp_path/.backup)."""
+def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
+    """The replayed Trainer task's executor input, ``change``d (its custom_config), its outputs in a folder
+    of the bucket of its own (the node folder: BackupAndRestore's checkpoints go under its .backup/); that
+    folder."""
     summary = replayed["summary"]
-    text = (Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text()
-    executor_input = json.loads(text.replace(f"gs://{BUCKET}/", f"{replayed['copy']}/"))  # the bucket's copy
+    executor_input = json.loads((Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text())
     config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
     change(config)
     executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
     executor_input["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}
+    outputs = f"gs://{BUCKET}/again/{tmp_path.name}"
     for key, value in executor_input["outputs"]["artifacts"].items():
-        value["artifacts"][0]["uri"] = str(tmp_path / "Trainer" / key)
-    executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")
-    return executor_input
+        value["artifacts"][0]["uri"] = f"{outputs}/Trainer/{key}"
+    executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")  # the pod's own disk
+    return executor_input, outputs
 
 
 def trainjob_role() -> set[tuple[str, str, str, str]]:
@@ -165,16 +168,22 @@ def _recording(created, made: list[dict]):
     return recorded
 
 
-def _here(container: dict) -> list[str]:
-    return this_python([*container["command"], *container["args"]])
+def _operators(server, tmp_path: Path, project: str, env: dict) -> LocalOperators:
+    """The operators' stand-in with its API on the host's end of the bucket's namespace link, and each
+    replica run in that namespace with a pod's view of the bucket (server.env())."""
+    def here(container: dict) -> list[str]:
+        return server.command(*this_python([*container["command"], *container["args"]]))
+
+    return LocalOperators(str(tmp_path / "logs"), here, cwd=project, env={**server.env(), **env}, host=server.host)
 
 
-def _run_task(executor_input: dict, operator: LocalOperators, env: dict, cwd: str) -> subprocess.Popen:
+def _run_task(server, executor_input: dict, operator: LocalOperators, env: dict, cwd: str) -> subprocess.Popen:
+    """The Trainer task in the bucket's namespace, as its pod."""
     return subprocess.Popen(
-        [sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
-         "--executor_class_path", "tfxd.components.trainer.job_launch.OperatorExecutor",
-         "--json_serialized_invocation_args", json.dumps(executor_input)],
-        env={**os.environ, **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=cwd,
+        server.command(sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
+                       "--executor_class_path", "tfxd.components.trainer.job_launch.OperatorExecutor",
+                       "--json_serialized_invocation_args", json.dumps(executor_input)),
+        env={**server.env(), **env, **operator.environment(REPLAY_NAMESPACE)}, cwd=cwd,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -193,15 +202,18 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
     def slow(config: dict) -> None:
         config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
 
-    executor_input = _trainer_task(replayed, tmp_path, slow)
-    project = str(replayed["project"])
+    executor_input, outputs = _trainer_task(replayed, tmp_path, slow)
+    server, project = replayed["server"], str(replayed["project"])
     env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
 
-    with LocalOperators(str(tmp_path / "logs"), _here, cwd=project, env=env) as operator:
-        first = _run_task(executor_input, operator, env, project)
+    def backed_up() -> list[str]:
+        return [name for name in objects(server, f"{outputs}/.backup") if name.endswith("/chief/checkpoint")]
+
+    with _operators(server, tmp_path, project, env) as operator:
+        first = _run_task(server, executor_input, operator, env, project)
         try:
             deadline = time.monotonic() + 300
-            while not list(tmp_path.glob(".backup/*/chief/checkpoint")):
+            while not backed_up():
                 assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0][-3000:]
                 time.sleep(0.2)
             [job] = list(operator.processes)
@@ -218,7 +230,7 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
         assert f"still running {stops.DEADLINE_SECONDS:g} s after SIGTERM" not in worker_log, worker_log[-3000:]
         assert first.returncode != 0, output[-3000:]
         assert "tfxd: Trainer replica worker-1 stopped by SIGTERM; the retried training resumes from the last " \
-               f"epoch backed up in {tmp_path}/.backup/" in worker_log, worker_log[-3000:]
+               f"epoch backed up in {outputs}/.backup/" in worker_log, worker_log[-3000:]
         assert f"TrainJob {REPLAY_NAMESPACE}/{job[1]} failed: replica node-1 (pod {job[1]}-node-0-1-" in output
         assert ") Error (exit code 143)" in output
         assert "Retry the step to resume from the last epoch checkpointed in" in output
@@ -227,12 +239,13 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
         made = {(verb, resource) for verb, resource, _ in operator.api.requests}
         assert {("create", "trainjobs"), ("delete", "trainjobs"), ("get", "pods/log")} <= made
         assert made <= {(verb, resource) for _, verb, _, resource in trainjob_role()}
-        second = _run_task(executor_input, operator, env, project)
+        second = _run_task(server, executor_input, operator, env, project)
         output = second.communicate(timeout=600)[0]
         assert second.returncode == 0, output[-3000:]
         chief = next((tmp_path / "logs").glob(f"{job[1]}-node-0-0-*.log")).read_text()
     assert f"created TrainJob {REPLAY_NAMESPACE}/{job[1]}" in output  # the same name: one job per run and task
     resumed = [line for line in chief.splitlines() if "Trainer resumes at epoch " in line]
     assert resumed and int(resumed[0].split("resumes at epoch ")[1].split("/")[0]) > 1, chief[-3000:]
-    assert (tmp_path / "Trainer" / "model" / "Format-Serving" / "saved_model.pb").is_file()
-    assert not list(tmp_path.glob(".backup/*/chief/checkpoint"))  # a completed training leaves no backup
+    model = f"{outputs}/Trainer/model"
+    assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+    assert not backed_up()  # a completed training leaves no backup
