@@ -63,7 +63,7 @@ def create_once(uri: str, content: str) -> str:
         raise ValueError(f"{uri}: only a gs:// object can be created once (validate refuses other schemes)")
     import google.auth  # start-up: the storage client only for a bucket root
     from google.api_core import exceptions
-    from google.cloud import storage
+    from google.cloud import storage  # type: ignore[attr-defined]  # google.cloud is a namespace package
 
     credentials, project = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
     bucket, _, name = uri.removeprefix("gs://").partition("/")
@@ -72,7 +72,7 @@ def create_once(uri: str, content: str) -> str:
         blob.upload_from_string(content.encode("utf-8"), if_generation_match=0)
         return content
     except exceptions.PreconditionFailed:
-        return blob.download_as_bytes().decode("utf-8")
+        return str(blob.download_as_bytes().decode("utf-8"))
 
 
 def write_json(path: str, content: Any, **options: Any) -> str:
