@@ -117,9 +117,16 @@ def from_jobset(env: Mapping[str, str]) -> Cluster:
         return _checked({"worker": hosts}, "worker", index, "the TrainJob's environment")
     workers = nodes - parameter_servers - 1
     cluster = {"chief": hosts[:1], "worker": hosts[1:1 + workers], "ps": hosts[1 + workers:]}
-    kind, at = ("chief", 0) if index == 0 else ("worker", index - 1) if index <= workers else (
+    return _checked(cluster, *jobset_task(index, nodes, parameter_servers), "the TrainJob's environment")
+
+
+def jobset_task(index: int, nodes: int, parameter_servers: int) -> tuple[str, int]:
+    """TF_CONFIG's task (type, index) of a TrainJob's node ``index`` (from_jobset's order)."""
+    if not parameter_servers:
+        return "worker", index
+    workers = nodes - parameter_servers - 1
+    return ("chief", 0) if index == 0 else ("worker", index - 1) if index <= workers else (
         "ps", index - 1 - workers)
-    return _checked(cluster, kind, at, "the TrainJob's environment")
 
 
 def _parse(text: str, name: str) -> dict[str, Any]:

@@ -31,6 +31,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from tfxd import files
 from tfxd.components.trainer import executor as trainer_executor
+from tfxd.components.trainer import peer_blame
 from tfxd.components.trainer.kubernetes_client import Kubernetes, KubernetesError
 from tfxd.components.trainer.operator_job import OperatorJob, job_name, replica_args
 from tfxd.components.trainer.tfjob import TFJob
@@ -197,7 +198,7 @@ class Launch:
             logging.info("tfxd trainer: %s: %s", self.where, line)
         if state == "Failed":
             condition = _condition(job, "Failed")
-            raise TrainingJobFailed(f"{self.where} failed: {self._culprit() or condition.get('message', '')}"
+            raise TrainingJobFailed(f"{self.where} failed: {self._culprit(job) or condition.get('message', '')}"
                                     f"{self._resume_hint()}")
         return state == "Succeeded"
 
@@ -215,20 +216,36 @@ class Launch:
                         self.said.add(line)
                         logging.info("tfxd trainer: %s: %s", self.where, line)
 
-    def _culprit(self) -> str | None:
-        """The first replica that failed, its reason and exit code, and its last log lines."""
-        for pod in self._call(self.kube.pods, self.name):
+    def _culprit(self, job: dict[str, Any]) -> str | None:
+        """The first replica that failed, its reason and exit code, and its last log lines; when its log says
+        TensorFlow lost a peer (frozen, hung, cut off: alive, so its own pod shows nothing), that peer first,
+        and the failed replica as the one that reported it."""
+        pods = self._call(self.kube.pods, self.name)
+        for pod in pods:
             terminated = self._container(pod).get("state", {}).get("terminated") or {}
-            phase = pod.get("status", {}).get("phase")
-            if (terminated and terminated.get("exitCode", 0) != 0) or phase == "Failed":
-                reason = terminated.get("reason") or pod.get("status", {}).get("reason") or "Failed"
-                code = terminated.get("exitCode")
-                text = f"replica {self.job.replica(pod)} (pod {pod['metadata']['name']}) {reason}"
-                text += f" (exit code {code})" if code is not None else ""
-                text += _EXIT_HINT.get(reason, "")
-                tail = self._call(self.kube.log, pod["metadata"]["name"], 20)
-                return text + (f"; its last lines:\n{tail.rstrip()}\n" if tail.strip() else "")
+            if (terminated and terminated.get("exitCode", 0) != 0) or pod.get("status", {}).get("phase") == "Failed":
+                tail = self._call(self.kube.log, pod["metadata"]["name"], 200)
+                text = self._ended(pod) + (f"; its last lines:\n{_last(tail, 20)}\n" if tail.strip() else "")
+                lost = peer_blame.lost_peer(tail, self.job.task(pod, job))
+                peer = next((p for p in pods if lost is not None and self.job.task(p, job) == lost.replica), None)
+                if lost is None or peer is None:
+                    return text
+                cause = self._ended(peer, running="stopped answering while running (frozen, hung, or cut off from "
+                                                  "the others)")
+                return (f"{cause}: TensorFlow lost it ({lost.said}); its log: kubectl logs -n {self.kube.namespace} "
+                        f"{peer['metadata']['name']}. Reported by {text}")
         return None
+
+    def _ended(self, pod: dict[str, Any], running: str = "") -> str:
+        """`replica worker-1 (pod NAME) REASON (exit code N)`, with what the reason means; ``running`` for a
+        pod whose container has not ended."""
+        terminated = self._container(pod).get("state", {}).get("terminated") or {}
+        text = f"replica {self.job.replica(pod)} (pod {pod['metadata']['name']})"
+        if not terminated and pod.get("status", {}).get("phase") != "Failed":
+            return f"{text} {running}"
+        reason = terminated.get("reason") or pod.get("status", {}).get("reason") or "Failed"
+        code = terminated.get("exitCode")
+        return f"{text} {reason}" + (f" (exit code {code})" if code is not None else "") + _EXIT_HINT.get(reason, "")
 
     def _resume_hint(self) -> str:
         if fileio.exists(self.backup_dir):
@@ -272,3 +289,7 @@ def _condition(job: dict[str, Any], kind: str) -> dict[str, Any]:
         if condition.get("type") == kind:
             return condition
     return {}
+
+
+def _last(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip().splitlines()[-lines:])

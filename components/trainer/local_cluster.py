@@ -4,7 +4,8 @@ N workers train with MultiWorkerMirroredStrategy (worker 0 is the chief); with
 parameter servers, a chief coordinates N workers and M ps (ParameterServerStrategy).
 Each process logs to its own file; any training process that fails (or is killed)
 fails the Trainer at once, naming it, its pid and its log, and the others are
-stopped. The processes read their inputs on stdin and stop by themselves when the
+stopped; when it failed because TensorFlow lost a peer (frozen, hung, cut off), the
+peer is named as the cause and the failed process as its reporter (peer_blame.py). The processes read their inputs on stdin and stop by themselves when the
 tfxd that started them is gone (local_worker.py): nothing is left behind.
 """
 
@@ -22,6 +23,7 @@ import time
 from typing import Any
 
 from tfxd import stops
+from tfxd.components.trainer import peer_blame
 from tfxd.trainer_config import ProcessCluster
 
 PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
@@ -94,15 +96,31 @@ def _wait(processes: list[tuple[str, str, Any]], serving: set[str]) -> None:
     while True:
         failed = [p for p in processes if p[2].poll() not in (None, 0) or (p[2].poll() == 0 and p[0] in serving)]
         if failed:
-            # a process killed by a signal is the cause; a peer that then errored out is its consequence
-            name, log_path, process = min(failed, key=lambda p: p[2].returncode >= 0)
-            others = [n for n, _, p in processes if n != name and p.poll() is None]
-            raise WorkerFailed(f"Trainer process {name} (pid {process.pid}) {_death(process.returncode)}; "
-                               f"its log: {log_path}" + (f"; stopped the others ({', '.join(others)})"
-                                                         if others else ""))
+            raise WorkerFailed(_failure(failed, processes))
         if all(process.poll() == 0 for _, _, process in training):
             return
         time.sleep(0.5)
+
+
+def _failure(failed: list[tuple[str, str, Any]], processes: list[tuple[str, str, Any]]) -> str:
+    """Why the cluster failed, naming the cause: a process killed by a signal (a peer that then errored out
+    is its consequence); else the peer TensorFlow says it lost in the failed process's log (frozen, hung or
+    cut off: alive, so only its peers' errors tell), the failed process named as the one that reported it;
+    else the failed process."""
+    name, log_path, process = min(failed, key=lambda p: p[2].returncode >= 0)
+    cause = f"Trainer process {name} (pid {process.pid}) {_death(process.returncode)}; its log: {log_path}"
+    lost = peer_blame.lost_peer_in(log_path, name) if process.returncode >= 0 else None
+    peer = next((p for p in processes if lost is not None and p[0] == lost.replica), None)
+    if lost is not None and peer is not None:
+        peer_name, peer_log, peer_process = peer
+        code = peer_process.poll()
+        what = (_death(code) if code is not None else peer_blame.process_state(peer_process.pid)
+                or "stopped answering while alive (hung, or cut off from the others)")
+        cause = (f"Trainer process {peer_name} (pid {peer_process.pid}) {what}: TensorFlow lost it "
+                 f"({lost.said}); its log: {peer_log}. Reported by {name} (pid {process.pid}), which "
+                 f"{_death(process.returncode)}; its log: {log_path}")
+    others = [n for n, _, p in processes if n != name and p.poll() is None]
+    return cause + (f"; stopped the others ({', '.join(others)})" if others else "")
 
 
 def _death(code: int) -> str:

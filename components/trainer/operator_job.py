@@ -58,7 +58,11 @@ class OperatorJob(ABC):
 
     @abstractmethod
     def replica(self, pod: dict[str, Any]) -> str:
-        """Which replica a pod is (`Worker-1`)."""
+        """Which replica a pod is (`worker-1`)."""
+
+    @abstractmethod
+    def task(self, pod: dict[str, Any], job: dict[str, Any]) -> str:
+        """The pod's task in its TF_CONFIG (`worker-1`), as TensorFlow names it in its errors."""
 
 
 def job_name(pipeline: str, model_uri: str) -> str:

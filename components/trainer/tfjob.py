@@ -56,3 +56,6 @@ class TFJob(OperatorJob):
         labels = pod["metadata"].get("labels") or {}
         return f"{labels.get(keys.TFJob.REPLICA_TYPE_LABEL, '?')}-{labels.get(keys.TFJob.REPLICA_INDEX_LABEL, '?')}"
 
+    def task(self, pod: dict[str, Any], job: dict[str, Any]) -> str:
+        return self.replica(pod)  # the operator's TF_CONFIG names each replica by its type and index
+

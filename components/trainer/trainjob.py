@@ -18,6 +18,7 @@ from tfxd import keys
 from tfxd.components.trainer import operator_job
 from tfxd.components.trainer.operator_job import OperatorJob
 from tfxd.trainer_config import OperatorSettings
+from tfxd.trainer_module.cluster import jobset_task
 
 NAMES = keys.TrainJob
 PATCH_MANAGER = "tfxd.dev/trainer"  # whose runtimePatches entry this is (the list is keyed by manager)
@@ -69,7 +70,7 @@ class TrainJob(OperatorJob):
 
     def shape(self, body: dict[str, Any]) -> str:
         trainer = body["spec"]["trainer"]
-        servers = int(next(e["value"] for e in trainer["env"] if e["name"] == NAMES.PARAMETER_SERVERS_ENV))
+        servers = _servers(trainer)
         if not servers:
             return f"{trainer['numNodes']} nodes, all workers"
         return f"{trainer['numNodes']} nodes: a chief, {trainer['numNodes'] - 1 - servers} workers, {servers} PS"
@@ -98,3 +99,17 @@ class TrainJob(OperatorJob):
     def replica(self, pod: dict[str, Any]) -> str:
         labels = pod["metadata"].get("labels") or {}
         return f"node-{labels.get(NAMES.COMPLETION_INDEX_LABEL, '?')}"
+
+    def task(self, pod: dict[str, Any], job: dict[str, Any]) -> str:
+        """As the node derives it from its JobSet environment (trainer_module/cluster.py: from_jobset)."""
+        trainer = job["spec"]["trainer"]
+        index = (pod["metadata"].get("labels") or {}).get(NAMES.COMPLETION_INDEX_LABEL, "")
+        if not index.isdigit():
+            return "?"
+        kind, at = jobset_task(int(index), int(trainer["numNodes"]), _servers(trainer))
+        return f"{kind}-{at}"
+
+
+def _servers(trainer: dict[str, Any]) -> int:
+    """The parameter servers a TrainJob's trainer asks for (the count its nodes read from their env)."""
+    return int(next(e["value"] for e in trainer["env"] if e["name"] == NAMES.PARAMETER_SERVERS_ENV))

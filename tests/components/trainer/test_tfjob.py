@@ -395,3 +395,29 @@ def test_what_the_cluster_answers_is_said_with_its_fix(tmp_path, monkeypatch):
     assert webhook.startswith("the Training Operator refused the TFJob: admission webhook")
     missing = kube._explain("create", answer(404, "Not Found", "the server could not find the requested resource"))
     assert "does not know TFJobs (kubeflow.org/v1): install the Kubeflow Training Operator" in missing
+
+
+def test_a_frozen_replica_is_named_as_the_cause_and_the_failed_one_as_its_reporter(task, tmp_path):
+    """Worker 1 stops answering while its pod runs (frozen, cut off): TensorFlow's coordination service fails
+    worker 0, naming task 1 (tests/components/trainer/test_peer_blame.py has TensorFlow's lines). The step
+    names worker 1 and where its log is, not worker 0, whose pod alone failed."""
+    from tests.components.trainer.test_peer_blame import ABORTED, AGENT
+
+    log = tmp_path / "worker-0.log"
+    log.write_text(f"epoch 3/10\n{AGENT}\nTraceback (most recent call last):\n{ABORTED}\n")
+
+    def reported(api: KubeApi, job: dict[str, Any]) -> None:
+        api.logs[(NAMESPACE, training_operator.pod_name(job["metadata"]["name"], "Worker", 0))] = str(log)
+        pods({("Worker", 0): ("Failed", {"terminated": {"exitCode": 1, "reason": "Error"}})})(api, job)
+
+    script = Script([(0.2, pods(ALL_RUNNING)), (0.3, reported)])
+    with serve(script) as api, pytest.raises(job_launch.TrainingJobFailed) as failure:
+        task(api)
+    name = script.jobs[0]["metadata"]["name"]
+    message = str(failure.value)
+    assert message.startswith(
+        f"TFJob {NAMESPACE}/{name} failed: replica worker-1 (pod {name}-worker-1) stopped answering while running "
+        "(frozen, hung, or cut off from the others): TensorFlow lost it (Task /job:worker/replica:0/task:1 heartbeat "
+        f"timeout); its log: kubectl logs -n {NAMESPACE} {name}-worker-1. Reported by replica worker-0 (pod "
+        f"{name}-worker-0) Error (exit code 1); its last lines:\n"), message
+    assert ABORTED in message

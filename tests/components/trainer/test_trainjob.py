@@ -198,3 +198,24 @@ def test_an_unknown_manifest_is_refused_with_the_names_there_are():
     result = run_cli("kubeflow-manifest", "pytorch-runtime")
     assert result.exit_code == 2 and "'trainjob-runtime', 'trainjob-rbac', 'tfjob-rbac'" in result.stderr
 
+
+
+@pytest.mark.parametrize(("servers", "tasks"), [(0, ["worker-0", "worker-1", "worker-2", "worker-3"]),
+                                                 (1, ["chief-0", "worker-0", "worker-1", "ps-0"])])
+def test_each_node_is_the_task_its_tf_config_names(tmp_path, servers, tasks):
+    """A TrainJob's pods are named by node; TensorFlow's errors name TF_CONFIG tasks, which each node
+    derives from its JobSet environment (trainer_module/cluster.py): the launcher maps one to the other."""
+    from tfxd.trainer_module.cluster import from_jobset
+
+    body = trainjob.body("demo-trainer-0123456789", NAMESPACE,
+                         settings(tmp_path, workers=4 - servers - (1 if servers else 0), parameter_servers=servers),
+                         ["ARGS"], owner=None)
+    assert body["spec"]["trainer"]["numNodes"] == 4
+    names = keys.TrainJob
+    pods = [{"metadata": {"labels": {names.COMPLETION_INDEX_LABEL: str(node)}}} for node in range(4)]
+    assert [TrainJob().task(pod, body) for pod in pods] == tasks
+    for node, task in enumerate(tasks):  # the node's own view, from the environment the runtime gives it
+        cluster = from_jobset({names.JOBSET_NAME_ENV: "demo", names.REPLICATED_JOB_ENV: "node", names.JOB_INDEX_ENV: "0",
+                               names.COMPLETION_INDEX_ENV: str(node), names.NODES_ENV: "4",
+                               names.PARAMETER_SERVERS_ENV: str(servers)})
+        assert f"{cluster.task_type}-{cluster.task_index}" == task
