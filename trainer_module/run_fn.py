@@ -100,7 +100,7 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
     import tensorflow_transform as tft
 
     training = spec["training"]
-    distribution = strategy.build(plan, tpu_resolver)
+    distribution = strategy.build(plan, tpu_resolver, peer_timeout=training.get("peer_timeout"))
     stops.reclaim()  # a multi-worker strategy's runtime took SIGTERM: a stop must still stop (tfxd.stops)
     if training.get("seed") is not None:
         tf.keras.utils.set_random_seed(training["seed"])

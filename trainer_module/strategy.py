@@ -65,12 +65,15 @@ def export_cluster(plan: Plan) -> None:
         os.environ["TF_CONFIG"] = json.dumps(plan.cluster)
 
 
-def build(plan: Plan, tpu_resolver: Any = None) -> Any:
-    """The tf.distribute strategy of ``plan``; MultiWorkerMirrored is created before any other TF op."""
+def build(plan: Plan, tpu_resolver: Any = None, peer_timeout: int | None = None) -> Any:
+    """The tf.distribute strategy of ``plan``; MultiWorkerMirrored is created before any other TF op, with
+    ``peer_timeout`` (seconds, training.peer_timeout) as its coordination service's heartbeat timeout."""
     import tensorflow as tf
 
     export_cluster(plan)
     if plan.strategy is Strategy.MULTI_WORKER_MIRRORED:
+        if peer_timeout:
+            coordinate(peer_timeout)
         implementation = {"nccl": tf.distribute.experimental.CommunicationImplementation.NCCL,
                           "ring": tf.distribute.experimental.CommunicationImplementation.RING}.get(
             plan.communication, tf.distribute.experimental.CommunicationImplementation.AUTO)
@@ -94,6 +97,25 @@ def build(plan: Plan, tpu_resolver: Any = None) -> Any:
         strategy = tf.distribute.get_strategy()
     tf.keras.mixed_precision.set_global_policy(plan.precision)
     return strategy
+
+
+def coordinate(heartbeat_timeout: int) -> None:
+    """Configure TensorFlow's coordination service for this MultiWorkerMirrored task as the strategy does
+    (collective_all_reduce_strategy.py, _initialize_multi_worker: a standalone service led by
+    multi_worker_util.coordination_leader, the chief and workers coordinated), with a heartbeat timeout of
+    ``heartbeat_timeout`` seconds, which the strategy offers no argument for. It configures only a context
+    left unconfigured, so it keeps this one (tests/trainer_module/test_strategies.py checks it does)."""
+    from tensorflow.python.distribute import multi_worker_util
+    from tensorflow.python.distribute.cluster_resolver import TFConfigClusterResolver
+    from tensorflow.python.eager import context
+    from tensorflow.tsl.protobuf import coordination_config_pb2
+
+    spec = TFConfigClusterResolver().cluster_spec()
+    jobs = [coordination_config_pb2.CoordinatedJob(name=job, num_tasks=spec.num_tasks(job))
+            for job in ("chief", "worker") if job in spec.jobs]
+    context.context().configure_coordination_service(
+        service_type="standalone", service_leader=multi_worker_util.coordination_leader(spec),
+        coordinated_jobs=jobs, heartbeat_timeout_in_ms=heartbeat_timeout * 1000)
 
 
 def _cross_device_ops(plan: Plan) -> Any:

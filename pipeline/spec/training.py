@@ -155,6 +155,10 @@ class Training(Section):
     seed: int | None = Field(None, ge=0)
     callbacks: Callbacks = Field(default_factory=Callbacks)
     input: Input = Field(default_factory=Input)
+    peer_timeout: PositiveInt | None = Field(
+        None, description="multi-worker: seconds a peer may go without a heartbeat before TensorFlow's coordination "
+        "service declares it lost (frozen, hung, cut off) and the training fails, naming it; default: TensorFlow's "
+        "own (10). Heartbeats run beside the steps: a slow step never trips it")
     warm_start: bool = Field(False, description="start from the latest blessed model's weights when it reads the "
                              "same features into the same layers (else train from scratch and say why)")
 

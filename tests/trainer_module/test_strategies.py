@@ -121,6 +121,33 @@ def test_parameter_server_on_an_in_process_cluster():
     assert result["epochs"] == 2
 
 
+COORDINATION = """
+    import json, os, portpicker
+    from tensorflow.python.eager import context
+    from tfxd.trainer_module import planner, strategy
+    cluster = {{"chief": [f"localhost:{{portpicker.pick_unused_port()}}"]}}
+    env = {{"TF_CONFIG": json.dumps({{"cluster": cluster, "task": {{"type": "chief", "index": 0}}}})}}
+    os.environ.update(env)
+    plan = planner.plan(env, strategy.detect_devices(env)[0], strategy="multi_worker_mirrored", batch_size=16)
+    dist = strategy.build(plan, peer_timeout={timeout})
+    config = context.context().coordination_service
+    print("RESULT", json.dumps({{"replicas": dist.num_replicas_in_sync, "leader": config.service_leader,
+                                "jobs": [[job.name, job.num_tasks] for job in config.coordinated_job_list],
+                                "heartbeat_ms": config.heartbeat_timeout_in_ms}}))
+"""
+
+
+def test_peer_timeout_is_the_coordination_services_heartbeat_timeout_and_the_rest_as_tensorflow_sets_it():
+    """training.peer_timeout configures the coordination service before MultiWorkerMirroredStrategy does;
+    TensorFlow's strategy keeps it (it configures an unconfigured context only), and the rest is what the
+    strategy itself would have set, as it sets it without one (its own leader and coordinated jobs)."""
+    ours = run_fresh(COORDINATION.format(timeout=7), timeout=180)
+    tensorflows = run_fresh(COORDINATION.format(timeout=None), timeout=180)
+    assert ours["heartbeat_ms"] == 7000 and tensorflows["heartbeat_ms"] == 0  # 0: TensorFlow's default
+    assert {**ours, "heartbeat_ms": 0} == tensorflows == {
+        "replicas": 1, "leader": "/job:chief/replica:0/task:0", "jobs": [["chief", 1]], "heartbeat_ms": 0}
+
+
 # The TPU path cannot run here (no TPU): these tests cover its seam, the detection that decides
 # whether a TPU resolver is tried, and that a resolver error falls through to the other rules.
 def test_tpu_detection_seam():

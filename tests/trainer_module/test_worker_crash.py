@@ -168,3 +168,29 @@ def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     assert epoch > 1 and resumed[0].endswith(f"checkpoint in {backup}"), resumed  # the killed run's folder
     assert "Trainer epoch 1/10" not in chief_log and "Trainer epoch 10/10" in chief_log
     assert not os.path.exists(backup)  # a completed training leaves no backup: new work starts at epoch 1
+
+
+@pytest.mark.reliability("crash point")
+def test_a_frozen_worker_is_named_as_the_cause_and_every_process_ends(tmp_path, started):
+    """Worker 1 frozen (SIGSTOP: alive and silent, as a hung or partitioned pod) after its first epoch:
+    TensorFlow's coordination service misses its heartbeats for training.peer_timeout seconds and fails
+    worker 0, which reports it; tfxd names worker 1 as the cause, frozen, and worker 0 as the reporter, and
+    ends every process of the cluster, the frozen one too."""
+    folder = _project(tmp_path)
+    (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", "  eval_steps: 1\n  peer_timeout: 3\n"))
+    backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
+    run = _tfxd(folder, started)
+    workers = _wait_for(lambda: _both_workers(run, started), "2 workers", 240, run)
+    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
+    frozen = workers[1]
+    frozen.send_signal(signal.SIGSTOP)
+    stdout, stderr = run.communicate(timeout=180)
+
+    assert run.returncode == 1, stdout + stderr
+    logs = _newest_logs(folder)
+    message = " ".join(stderr.split())
+    assert (f"Trainer process worker-1 (pid {frozen.pid}) was frozen (stopped by a signal): TensorFlow lost it "
+            f"(Task /job:worker/replica:0/task:1 heartbeat timeout); its log: {logs / 'trainer-worker-1.log'}. "
+            f"Reported by worker-0 (pid {workers[0].pid}), which exited with code 1") in message, message
+    for process in workers.values():  # every process of the cluster is gone, the frozen one too
+        assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
