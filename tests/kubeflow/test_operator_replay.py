@@ -20,6 +20,7 @@ The stand-in cluster serves both, as a cluster with both installed: `operator: a
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -152,6 +153,11 @@ def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
     return executor_input, outputs
 
 
+def _backed_up(server, outputs: str) -> list[str]:
+    """BackupAndRestore's chief checkpoints under the Trainer's outputs on the bucket."""
+    return [name for name in objects(server, f"{outputs}/.backup") if name.endswith("/chief/checkpoint")]
+
+
 def trainjob_role() -> set[tuple[str, str, str, str]]:
     """(kind, verb, API group, resource) the Role in kubeflow/trainjob-rbac.yaml allows."""
     [role] = [doc for doc in yaml.safe_load_all((REPO / "kubeflow" / "trainjob-rbac.yaml").read_text())
@@ -205,9 +211,7 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
     executor_input, outputs = _trainer_task(replayed, tmp_path, slow)
     server, project = replayed["server"], str(replayed["project"])
     env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
-
-    def backed_up() -> list[str]:
-        return [name for name in objects(server, f"{outputs}/.backup") if name.endswith("/chief/checkpoint")]
+    backed_up = functools.partial(_backed_up, server, outputs)
 
     with _operators(server, tmp_path, project, env) as operator:
         first = _run_task(server, executor_input, operator, env, project)
