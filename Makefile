@@ -123,7 +123,7 @@ lint: setup
 # the lint (one core each) overlap, which saves a fresh machine about two minutes
 test: setup
 	$(MAKE) --no-print-directory -j3 examples engines conformance services lint
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: setup examples engines services
 	$(PY) bench/run.py

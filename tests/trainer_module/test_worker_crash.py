@@ -126,19 +126,26 @@ def _newest_logs(folder: Path) -> Path:
     return Path(sorted(glob.glob(str(folder / "tfxd-runs" / "crash" / "runs" / "*" / "logs")))[-1])
 
 
+def _signal_worker_one_after_a_checkpoint(folder: Path, started: list, signum: int):
+    """`tfxd run` of the project in ``folder``, whose worker 1 gets ``signum`` once the chief has backed up
+    an epoch (BackupAndRestore's checkpoint); the run, its workers by index, and its output once it ended."""
+    backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
+    run = _tfxd(folder, started)
+    workers = _wait_for(lambda: _both_workers(run, started), "2 workers", 240, run)
+    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
+    workers[1].send_signal(signum)
+    stdout, stderr = run.communicate(timeout=180)
+    return run, workers, stdout, stderr
+
+
 @pytest.mark.reliability("crash point")
 def test_killed_worker_fails_the_trainer_and_a_rerun_resumes(tmp_path, started):
     folder = _project(tmp_path)
     backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
-    first = _tfxd(folder, started)
-    workers = _wait_for(lambda: _both_workers(first, started), "2 workers", 240, first)
-    # BackupAndRestore's chief checkpoint: at least one epoch is done
-    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, first)
-    victim = workers[1]
-    victim.send_signal(signal.SIGKILL)
     # a Trainer that waited for worker-0 (blocked on a collective with its dead peer) would never end: the
     # harness's timeout fails it; the cause named is the killed worker, however worker-0 ended
-    stdout, stderr = first.communicate(timeout=120)
+    first, workers, stdout, stderr = _signal_worker_one_after_a_checkpoint(folder, started, signal.SIGKILL)
+    victim = workers[1]
 
     assert first.returncode == 1, stdout + stderr
     log = _newest_logs(folder) / "trainer-worker-1.log"
@@ -178,13 +185,8 @@ def test_a_frozen_worker_is_named_as_the_cause_and_every_process_ends(tmp_path, 
     ends every process of the cluster, the frozen one too."""
     folder = _project(tmp_path)
     (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", "  eval_steps: 1\n  peer_timeout: 3\n"))
-    backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
-    run = _tfxd(folder, started)
-    workers = _wait_for(lambda: _both_workers(run, started), "2 workers", 240, run)
-    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
+    run, workers, stdout, stderr = _signal_worker_one_after_a_checkpoint(folder, started, signal.SIGSTOP)
     frozen = workers[1]
-    frozen.send_signal(signal.SIGSTOP)
-    stdout, stderr = run.communicate(timeout=180)
 
     assert run.returncode == 1, stdout + stderr
     logs = _newest_logs(folder)
