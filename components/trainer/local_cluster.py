@@ -5,8 +5,9 @@ parameter servers, a chief coordinates N workers and M ps (ParameterServerStrate
 Each process logs to its own file; any training process that fails (or is killed)
 fails the Trainer at once, naming it, its pid and its log, and the others are
 stopped; when it failed because TensorFlow lost a peer (frozen, hung, cut off), the
-peer is named as the cause and the failed process as its reporter (peer_blame.py). The processes read their inputs on stdin and stop by themselves when the
-tfxd that started them is gone (local_worker.py): nothing is left behind.
+peer is named as the cause and the failed process as its reporter (peer_blame.py).
+The processes read their inputs on stdin and stop by themselves when the tfxd that
+started them is gone (local_worker.py): nothing is left behind.
 """
 
 from __future__ import annotations
