@@ -6,6 +6,12 @@ Each process logs to its own file; any training process that fails (or is killed
 fails the Trainer at once, naming it, its pid and its log, and the others are
 stopped; when it failed because TensorFlow lost a peer (frozen, hung, cut off), the
 peer is named as the cause and the failed process as its reporter (peer_blame.py).
+One exception, as the Training Operator's `restartPolicy: ExitCode` makes it for a
+TFJob's workers: under ParameterServer a worker killed by a signal (preempted, out of
+memory) is started again, up to WORKER_RESTARTS times, with the same TF_CONFIG and
+port; TensorFlow's ClusterCoordinator meanwhile runs its steps on the other workers
+and takes it back when it is up. A worker that exits with an error still fails the
+Trainer: a restart would only fail again.
 The processes read their inputs on stdin and stop by themselves when the tfxd that
 started them is gone (local_worker.py): nothing is left behind.
 """
@@ -21,13 +27,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
-from tfxd import stops
+from tfxd import console, stops
 from tfxd.components.trainer import peer_blame
 from tfxd.trainer_config import ProcessCluster
 
 PARENT_ENV = "TFXD_TRAINER_PARENT"  # the workers stop when this process is gone (local_worker.py)
+WORKER_RESTARTS = 3  # per worker, under ParameterServer: a worker killed more often than this fails the Trainer
+
+Process = tuple[str, str, Any]  # (name, log path, Popen)
 
 
 class WorkerFailed(RuntimeError):
@@ -60,28 +70,39 @@ def cluster_layout(workers: int, parameter_servers: int) -> list[tuple[str, int,
 def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log_dir: str) -> None:
     os.makedirs(log_dir, exist_ok=True)
     payload = pickle.dumps((input_dict, output_dict, exec_properties))  # on stdin: no file to leave behind
-    processes: list[tuple[str, str, subprocess.Popen]] = []
+    processes: list[Process] = []
     # the processes' temporary files (TensorFlow's autograph modules among them, which a process removes
     # only when it exits normally) in a folder that goes with them, however they end
     temp = tempfile.mkdtemp(prefix="tfxd-cluster-")
+    layout = {f"{kind}-{index}": (kind, index, spec)
+              for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers)}
+
+    def start(name: str, restart: str | None = None) -> Process:
+        kind, index, spec = layout[name]
+        log_path = os.path.join(log_dir, f"trainer-{name}.log")
+        env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
+               PARENT_ENV: str(os.getpid()), "TMPDIR": temp}
+        env.pop("CLUSTER_SPEC", None)
+        with open(log_path, "a" if restart else "w") as log:
+            if restart:
+                log.write(f"\n---- tfxd: {restart} ----\n")
+                log.flush()
+            process = subprocess.Popen([sys.executable, "-m", "tfxd.components.trainer.local_worker"],
+                                       stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
+        processes.append((name, log_path, process))
+        try:
+            with process.stdin:  # type: ignore[union-attr]  # a pipe: stdin=PIPE above
+                process.stdin.write(payload)  # type: ignore[union-attr]
+        except BrokenPipeError:
+            pass  # it died before reading: _wait reports it
+        return processes[-1]
+
     try:
-        for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers):
-            name = f"{kind}-{index}"
-            log_path = os.path.join(log_dir, f"trainer-{name}.log")
-            env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
-                   PARENT_ENV: str(os.getpid()), "TMPDIR": temp}
-            env.pop("CLUSTER_SPEC", None)
-            with open(log_path, "w") as log:
-                process = subprocess.Popen([sys.executable, "-m", "tfxd.components.trainer.local_worker"],
-                                           stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, env=env)
-            processes.append((name, log_path, process))
-            try:
-                with process.stdin:  # type: ignore[union-attr]  # a pipe: stdin=PIPE above
-                    process.stdin.write(payload)  # type: ignore[union-attr]
-            except BrokenPipeError:
-                pass  # it died before reading: _wait reports it
-        _wait(processes, serving={n for n, _, _ in processes if cluster.parameter_servers and
-                                  not n.startswith("chief")})
+        for name in layout:
+            start(name)
+        serving = {n for n in layout if cluster.parameter_servers and not n.startswith("chief")}
+        restartable = {n for n in layout if cluster.parameter_servers and n.startswith("worker")}
+        _wait(processes, serving, restartable, start)
     finally:
         for _, _, process in processes:
             if process.poll() is None:
@@ -90,20 +111,38 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def _wait(processes: list[tuple[str, str, Any]], serving: set[str]) -> None:
+def _wait(processes: list[Process], serving: set[str], restartable: set[str],
+          start: Callable[[str, str], Process]) -> None:
     """Until every training process is done. The first death fails the Trainer at once (the caller then
-    stops the others: a survivor would wait forever on a collective with its dead peer)."""
-    training = [p for p in processes if p[0] not in serving]
+    stops the others: a survivor would wait forever on a collective with its dead peer), but for a
+    ``restartable`` process killed by a signal: it is started again (``start(name, why)``)."""
+    restarts = {name: 0 for name in restartable}
     while True:
         failed = [p for p in processes if p[2].poll() not in (None, 0) or (p[2].poll() == 0 and p[0] in serving)]
+        for lost in [p for p in failed if _killed(p[2].returncode) and restarts.get(p[0], WORKER_RESTARTS) <
+                     WORKER_RESTARTS]:
+            name, _, process = lost
+            restarts[name] += 1
+            why = f"{name} (pid {process.pid}) {_death(process.returncode)}; restart {restarts[name]} of " \
+                  f"{WORKER_RESTARTS}"
+            console.warn(f"Trainer {why}: the other workers train meanwhile, and it rejoins when it is up")
+            processes.remove(lost)
+            failed.remove(lost)
+            start(name, why)
         if failed:
             raise WorkerFailed(_failure(failed, processes))
-        if all(process.poll() == 0 for _, _, process in training):
+        if all(process.poll() == 0 for name, _, process in processes if name not in serving):
             return
         time.sleep(0.5)
 
 
-def _failure(failed: list[tuple[str, str, Any]], processes: list[tuple[str, str, Any]]) -> str:
+def _killed(code: int) -> bool:
+    """Ended by a signal (Popen's negative code, or a shell's 128 + signal): the Training Operator's
+    retryable exit codes (training-operator v1.9, pkg/util/train: IsRetryableExitCode, code >= 128)."""
+    return code < 0 or code >= 128
+
+
+def _failure(failed: list[Process], processes: list[Process]) -> str:
     """Why the cluster failed, naming the cause: a process killed by a signal (a peer that then errored out
     is its consequence); else the peer TensorFlow says it lost in the failed process's log (frozen, hung or
     cut off: alive, so only its peers' errors tell), the failed process named as the one that reported it;
