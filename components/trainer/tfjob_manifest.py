@@ -28,6 +28,19 @@ def replica_counts(workers: int, parameter_servers: int) -> dict[str, int]:
     return {"Chief": 1, "Worker": workers - 1} if workers > 1 else {"Chief": 1}
 
 
+def restart_policy(kind: str, parameter_servers: int) -> str:
+    """Never: a replica that dies fails the job (a MultiWorkerMirrored peer cannot rejoin a collective; a
+    lost chief or parameter server takes the training's state with it); the step fails naming it, and its
+    retry resumes from the BackupAndRestore checkpoint. But a ParameterServer worker is stateless: TensorFlow's
+    ClusterCoordinator reschedules its steps on the other workers and takes it back when it returns, so a
+    worker killed by a signal (preempted, evicted, out of memory) is created again: ExitCode, under which the
+    operator recreates a pod that exited with 128 or more and fails the job on any other code, a bug that a
+    restart would only repeat (training-operator v1.9: pkg/controller.v1/common/pod.go, ReconcilePods;
+    pkg/util/train, IsRetryableExitCode). Not OnFailure: the kubelet would restart a failing worker in place
+    until the job's backoffLimit, whatever its exit code."""
+    return "ExitCode" if parameter_servers and kind == "Worker" else "Never"
+
+
 def _template(settings: OperatorSettings, kind: str, args: list[str]) -> dict[str, Any]:
     wanted = settings.resources["ps" if kind == "PS" else "worker"]
     # under ParameterServer the chief coordinates and computes nothing: no GPU for it (as for Vertex)
@@ -48,11 +61,10 @@ def _template(settings: OperatorSettings, kind: str, args: list[str]) -> dict[st
 def body(name: str, namespace: str, settings: OperatorSettings, args: list[str],
          owner: dict[str, str] | None = None) -> dict[str, Any]:
     """The TFJob to create. ``owner``: the pipeline step's pod ({name, uid}) (operator_job.metadata)."""
-    replicas = {kind: {"replicas": count, "restartPolicy": "Never", "template": _template(settings, kind, args)}
+    replicas = {kind: {"replicas": count, "restartPolicy": restart_policy(kind, settings.parameter_servers),
+                       "template": _template(settings, kind, args)}
                 for kind, count in replica_counts(settings.workers, settings.parameter_servers).items()
                 if count}
-    # Never: a replica that dies fails the job (a peer of MultiWorkerMirrored cannot rejoin a collective);
-    # the step fails naming it, and its retry resumes from the BackupAndRestore checkpoint
     return {"apiVersion": f"{keys.TFJob.GROUP}/{keys.TFJob.VERSION}", "kind": keys.TFJob.KIND,
             "metadata": metadata(name, namespace, settings, owner),
             "spec": {"runPolicy": {"cleanPodPolicy": settings.clean_pod_policy,

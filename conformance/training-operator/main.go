@@ -9,7 +9,12 @@
 //  3. the controller's defaults (SetDefaults_TFJob) and the TF_CONFIG it writes into each replica's
 //     `tensorflow` container (TFJobReconciler.SetClusterSpec).
 //
-// Usage: training-operator [--crd FILE] MANIFEST (YAML or JSON). Prints one JSON object on stdout,
+// With --restarts it prints instead, for each replica type of the accepted job, the restartPolicy the
+// controller puts on its pods (core.SetRestartPolicy) and which of the exit codes 0, 1, 2, 126, 127, 128,
+// 130, 137 and 143 the operator counts as retryable (pkg/util/train, IsRetryableExitCode), the two facts
+// ReconcilePods decides a failed pod's recreation by (pkg/controller.v1/common/pod.go).
+//
+// Usage: training-operator [--crd FILE] [--restarts] MANIFEST (YAML or JSON). Prints one JSON object on stdout,
 // {"<type>-<index>": "<TF_CONFIG, the env var's value as written>" or null where the controller writes none},
 // and exits 0; or prints the refusal on stderr and exits 1. The controller reads CUSTOM_CLUSTER_DOMAIN from
 // its own environment, so this program does too.
@@ -30,6 +35,8 @@ import (
 	"github.com/go-logr/logr"
 	kubeflowv1 "github.com/kubeflow/training-operator/pkg/apis/kubeflow.org/v1"
 	tfctrl "github.com/kubeflow/training-operator/pkg/controller.v1/tensorflow"
+	"github.com/kubeflow/training-operator/pkg/core"
+	trainutil "github.com/kubeflow/training-operator/pkg/util/train"
 	tfwebhook "github.com/kubeflow/training-operator/pkg/webhooks/tensorflow"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,6 +48,7 @@ import (
 
 func main() {
 	crd := flag.String("crd", "", "the TFJob CRD (default: kubeflow.org_tfjobs.yaml beside this program)")
+	restarts := flag.Bool("restarts", false, "print each replica type's pod restartPolicy and retryable exit codes")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "usage: training-operator [--crd FILE] MANIFEST")
@@ -53,11 +61,15 @@ func main() {
 		}
 		*crd = filepath.Join(filepath.Dir(self), "kubeflow.org_tfjobs.yaml")
 	}
-	configs, err := judge(*crd, flag.Arg(0))
+	job, configs, err := judge(*crd, flag.Arg(0))
 	if err != nil {
 		refuse("%v", err)
 	}
-	out, _ := json.MarshalIndent(configs, "", "  ")
+	var answer any = configs
+	if *restarts {
+		answer = restartsOf(job)
+	}
+	out, _ := json.MarshalIndent(answer, "", "  ")
 	fmt.Println(string(out))
 }
 
@@ -66,37 +78,56 @@ func refuse(format string, args ...any) {
 	os.Exit(1)
 }
 
-func judge(crdPath, manifestPath string) (map[string]*string, error) {
+// restartsOf is, for each replica type, the pod restartPolicy the controller writes and the exit codes it
+// takes as retryable.
+func restartsOf(job *kubeflowv1.TFJob) map[string]map[string]any {
+	answer := map[string]map[string]any{}
+	for rtype, spec := range job.Spec.TFReplicaSpecs {
+		template := spec.Template.DeepCopy()
+		core.SetRestartPolicy(template, spec)
+		retryable := []int32{}
+		for _, code := range []int32{0, 1, 2, 126, 127, 128, 130, 137, 143} {
+			if trainutil.IsRetryableExitCode(code) {
+				retryable = append(retryable, code)
+			}
+		}
+		answer[string(rtype)] = map[string]any{"restartPolicy": string(spec.RestartPolicy),
+			"podRestartPolicy": string(template.Spec.RestartPolicy), "retryableExitCodes": retryable}
+	}
+	return answer
+}
+
+func judge(crdPath, manifestPath string) (*kubeflowv1.TFJob, map[string]*string, error) {
 	resource, err := crd.Load(crdPath, "v1")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	raw, err := os.ReadFile(manifestPath)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	object := map[string]interface{}{}
 	if err := yaml.Unmarshal(raw, &object); err != nil {
-		return nil, fmt.Errorf("%s is not YAML or JSON: %w", manifestPath, err)
+		return nil, nil, fmt.Errorf("%s is not YAML or JSON: %w", manifestPath, err)
 	}
 	if object["apiVersion"] != "kubeflow.org/v1" || object["kind"] != "TFJob" {
-		return nil, fmt.Errorf("not a kubeflow.org/v1 TFJob: apiVersion %v, kind %v", object["apiVersion"], object["kind"])
+		return nil, nil, fmt.Errorf("not a kubeflow.org/v1 TFJob: apiVersion %v, kind %v", object["apiVersion"], object["kind"])
 	}
 	// the API server: strict decoding (pruning, then defaults), then the registry's validation
 	if err := resource.Decode(object); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := resource.Validate(context.Background(), object); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	job := &kubeflowv1.TFJob{}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(object, job); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// the operator's admission webhook
 	ctrl.SetLogger(logr.Discard())
 	if _, err := (&tfwebhook.Webhook{}).ValidateCreate(context.Background(), job); err != nil {
-		return nil, fmt.Errorf("admission webhook \"validator.tfjob.training-operator.kubeflow.org\" denied the request: %w", err)
+		return nil, nil, fmt.Errorf("admission webhook \"validator.tfjob.training-operator.kubeflow.org\" denied the request: %w", err)
 	}
 	// the controller: its defaults, then TF_CONFIG for each replica as it creates the pods
 	kubeflowv1.SetDefaults_TFJob(job)
@@ -106,12 +137,12 @@ func judge(crdPath, manifestPath string) (map[string]*string, error) {
 			template := spec.Template.DeepCopy()
 			kind := strings.ToLower(string(rtype))
 			if err := (&tfctrl.TFJobReconciler{}).SetClusterSpec(job, template, kind, strconv.Itoa(index)); err != nil {
-				return nil, fmt.Errorf("%s %d: %w", kind, index, err)
+				return nil, nil, fmt.Errorf("%s %d: %w", kind, index, err)
 			}
 			configs[fmt.Sprintf("%s-%d", kind, index)] = tfConfig(template)
 		}
 	}
-	return configs, nil
+	return job, configs, nil
 }
 
 // tfConfig is the TF_CONFIG the controller put on the `tensorflow` container (nil when it put none: a job of

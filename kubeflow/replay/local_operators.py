@@ -6,8 +6,9 @@ local processes, as the operators run them as pods.
 Each replica gets exactly the environment its operator gives the pod (a TFJob's TF_CONFIG; a TrainJob
 node's JobSet environment) and a map from the cluster's addresses, which name no host here, to loopback
 ports (keys.ADDRESSES_ENV, read by trainer_module/cluster.py). The job's status follows the processes as
-its operator's does (each kind's job_status); a deleted job's processes are stopped first, as a
-foreground deletion stops the pods.
+its operator's does (each kind's job_status); a failed replica the operator would create again (each kind's
+restarts: a TFJob's `restartPolicy: ExitCode`) starts again with the same environment; a deleted job's
+processes are stopped first, as a foreground deletion stops the pods.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from typing import Any
 from tfxd import keys
 from tfxd.components.trainer.local_cluster import free_ports
 from tfxd.kubeflow.replay import trainer_v2, training_operator
-from tfxd.kubeflow.replay.kube_api import KubeApi, now
+from tfxd.kubeflow.replay.kube_api import KubeApi, Replica, now
 
-# each kind's operator: replicas, pod, job_status, deadline, ended and cleanup of its jobs
+# each kind's operator: replicas, pod, restarts, job_status, deadline, ended and cleanup of its jobs
 OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.KIND: training_operator}
 
 
@@ -51,6 +52,7 @@ class LocalOperators:
         self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
         self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
         self.temps: dict[tuple[str, str], dict[tuple[str, int], str]] = {}  # each pod's temporary folder
+        self.replicas: dict[tuple[str, str], dict[tuple[str, int], tuple[Replica, dict[str, str]]]] = {}
         self.started: dict[tuple[str, str], float] = {}
         self.finished: set[tuple[str, str]] = set()
         self.stopping = threading.Event()
@@ -75,25 +77,35 @@ class LocalOperators:
 
     def created(self, job: dict[str, Any]) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
-        operator = OPERATORS[job["kind"]]
-        replicas = operator.replicas(job)
+        replicas = OPERATORS[job["kind"]].replicas(job)
         ports = iter(free_ports(len(replicas[0].addresses)))
         addresses = {address: f"localhost:{next(ports)}" for address in replicas[0].addresses}
         self.started[key] = time.monotonic()
         self.finished.discard(key)
         self.processes[key] = {}
+        self.replicas[key] = {replica.id: (replica, addresses) for replica in replicas}
         for replica in replicas:
-            temp = container_temp(self.log_dir, replica.pod)
-            env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses),
-                   "TMPDIR": temp}
-            env.pop("KUBERNETES_SERVICE_HOST", None)
-            log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
-            with open(log_path, "w", encoding="utf-8") as log:
-                process = subprocess.Popen(self.argv_for(replica.container), stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
-            self.processes[key][replica.id] = process
-            self.temps.setdefault(key, {})[replica.id] = temp
-            self.api.put_pod(operator.pod(job, replica.id, "Running", {"running": {"startedAt": now()}}), log_path)
+            self._start(key, job, replica.id)
+
+    def _start(self, key: tuple[str, str], job: dict[str, Any], replica_id: tuple[str, int],
+               restart: str | None = None) -> None:
+        """A replica's process, with its pod's environment; a ``restart`` (why) appends to its log, as
+        `kubectl logs` of the new pod would carry on the replica's story here."""
+        replica, addresses = self.replicas[key][replica_id]
+        temp = container_temp(self.log_dir, replica.pod)
+        env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses), "TMPDIR": temp}
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
+        with open(log_path, "a" if restart else "w", encoding="utf-8") as log:
+            if restart:
+                log.write(f"\n---- replay: {restart} ----\n")
+                log.flush()
+            process = subprocess.Popen(self.argv_for(replica.container), stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
+        self.processes[key][replica.id] = process
+        self.temps.setdefault(key, {})[replica.id] = temp
+        self.api.put_pod(OPERATORS[job["kind"]].pod(job, replica.id, "Running", {"running": {"startedAt": now()}}),
+                         log_path)
 
     def deleted(self, job: dict[str, Any]) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
@@ -101,6 +113,7 @@ class LocalOperators:
         self.api.finish_delete(*key)
 
     def _stop(self, key: tuple[str, str]) -> None:
+        self.replicas.pop(key, None)
         for process in (self.processes.pop(key, None) or {}).values():
             if process.poll() is None:
                 process.kill()
@@ -119,6 +132,7 @@ class LocalOperators:
 
     def _update(self, key: tuple[str, str], job: dict[str, Any]) -> None:
         operator = OPERATORS[job["kind"]]
+        restarting: list[str] = []
         for replica, process in list(self.processes.get(key, {}).items()):
             code = process.poll()
             if code is None:
@@ -132,9 +146,13 @@ class LocalOperators:
             temp = self.temps.get(key, {}).pop(replica, None)
             if temp:
                 shutil.rmtree(temp, ignore_errors=True)
+            if code != 0 and operator.restarts(job, replica, exit_code):  # the operator deletes the failed pod
+                restarting.append(replica[0])  # and creates it again
+                self._start(key, job, replica, f"pod {made['metadata']['name']} failed with exit code {exit_code}; "
+                                               "the operator created it again")
         deadline = operator.deadline(job)
         late = deadline is not None and time.monotonic() - self.started[key] > deadline
-        status = operator.job_status(job, self.api.job_pods(*key), deadline_passed=late)
+        status = operator.job_status(job, self.api.job_pods(*key), deadline_passed=late, restarting=restarting)
         self.api.set_status(*key, status)
         if operator.ended(status):
             self.finished.add(key)

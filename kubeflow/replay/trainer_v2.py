@@ -125,7 +125,14 @@ def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_sta
                  "ready": phase == "Running", "restartCount": 0, "state": container_state}]}}
 
 
-def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False) -> dict[str, Any]:
+def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> bool:
+    """Never: tfxd's runtime gives the Job backoffLimit 0 and its pods restartPolicy Never, and a TrainJob
+    can change neither (Trainer v2.3's runtimePatches reach a pod's placement, not its restarts)."""
+    return False
+
+
+def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False,
+               restarting: list[str] | None = None) -> dict[str, Any]:
     """The TrainJob's status as Trainer copies it from the JobSet: Complete when the Job is (node 0
     succeeded: the runtime's Job success policy), Failed when a node failed (backoffLimit 0, JobSet's
     maxRestarts 0) or the TrainJob outlived activeDeadlineSeconds; jobsStatus counts the one Job."""

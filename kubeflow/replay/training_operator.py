@@ -122,8 +122,21 @@ def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_sta
                  "restartCount": 0, "state": container_state}]}}
 
 
-def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False) -> dict[str, Any]:
-    """The status the operator writes for ``job`` whose pods are ``pods`` (a job with a Chief)."""
+def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> bool:
+    """Whether the operator deletes a replica's failed pod and creates it again (pkg/controller.v1/common/pod.go,
+    ReconcilePods): under restartPolicy ExitCode when its exit code is retryable (pkg/util/train,
+    IsRetryableExitCode: 128 or more, a signal: preempted, evicted, out of memory), under OnFailure and Always
+    whatever the code (there the kubelet restarts the container in place first; the pod, its name and
+    address stay, as here). Never, the default: the pod stays failed and fails the job."""
+    policy = job["spec"]["tfReplicaSpecs"][replica[0]].get("restartPolicy", "Never")
+    return policy in ("OnFailure", "Always") or (policy == "ExitCode" and exit_code >= 128)
+
+
+def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False,
+               restarting: list[str] | None = None) -> dict[str, Any]:
+    """The status the operator writes for ``job`` whose pods are ``pods`` (a job with a Chief), ``restarting``
+    the types of the replicas whose failed pods it has just created again (the Restarting condition, until its
+    next reconcile: the failed pod is gone by then)."""
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     counts: dict[str, dict[str, int]] = {}
     for item in pods:
@@ -133,10 +146,13 @@ def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed:
         counts.setdefault(kind, {}).setdefault(key, 0)
         counts[kind][key] += 1
     conditions = [_condition("Created", "TFJobCreated", f"TFJob {namespace}/{name} is created.")]
-    failed = [(kind, c["failed"]) for kind, c in counts.items() if c.get("failed")]
+    failed = [(kind, c["failed"]) for kind, c in counts.items() if c.get("failed") and kind not in (restarting or [])]
     chief = counts.get("Chief") or counts.get("Master") or {}
     if chief.get("active"):
         conditions.append(_condition("Running", "TFJobRunning", f"TFJob {namespace}/{name} is running."))
+    if restarting:  # the message ReconcilePods records, with the replica type as Go prints it
+        conditions.append(_condition("Restarting", "TFJobRestarting", f"job {name} is restarting because "
+                                     f"{restarting[0]} replica(s) failed."))
     if failed:
         kind, number = failed[0]
         conditions.append(_condition("Failed", "TFJobFailed", f"TFJob {namespace}/{name} has failed because {number} "

@@ -135,3 +135,32 @@ def test_policies_the_real_code_takes_and_where_the_stand_in_is_stricter(tmp_pat
     with pytest.raises(kube_api.Invalid, match=r"spec\.tfReplicaSpecs\[Worker\]\.restartPolicy: Unsupported value: "
                        r"'Sometimes'.* refuses each of its pods"):
         training_operator.validate(restarting, NAMESPACE)
+
+
+def _restarts(body: dict[str, Any], tmp_path: Path) -> dict[str, dict[str, Any]]:
+    """The real controller's restart facts of ``body``, by replica type (the judge's --restarts)."""
+    path = tmp_path / f"{body['metadata']['name']}-restarts.yaml"
+    path.write_text(yaml.safe_dump(body))
+    result = subprocess.run([str(JUDGE), "--restarts", str(path)], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_a_parameter_server_jobs_workers_are_recreated_when_killed_and_nothing_else_is(tmp_path):
+    """ParameterServer: the workers under restartPolicy ExitCode, whose pods the controller makes Never (the
+    kubelet does not restart them in place) and recreates when they exit with a code the operator takes as
+    retryable (a signal); the chief and the ps Never. MultiWorkerMirrored: every replica Never. The stand-in
+    recreates exactly those (training_operator.restarts), and none on an error exit."""
+    ps = manifest.body("taxi-trainer-ps", NAMESPACE, settings(tmp_path, workers=2, parameter_servers=1), ["A"])
+    real = _restarts(ps, tmp_path)
+    assert {kind: (facts["restartPolicy"], facts["podRestartPolicy"]) for kind, facts in real.items()} == {
+        "Chief": ("Never", "Never"), "Worker": ("ExitCode", "Never"), "PS": ("Never", "Never")}
+    codes = (0, 1, 2, 126, 127, 128, 130, 137, 143)
+    retryable = set(real["Worker"]["retryableExitCodes"])
+    assert retryable == {128, 130, 137, 143}  # the judge bites: an error exit (1) is not retried
+    for kind in real:
+        recreated = {code for code in codes if code and training_operator.restarts(ps, (kind, 0), code)}
+        assert recreated == (retryable if kind == "Worker" else set()), kind
+    mwms = manifest.body("taxi-trainer-mwms", NAMESPACE, settings(tmp_path, workers=2, parameter_servers=0), ["A"])
+    assert {facts["restartPolicy"] for facts in _restarts(mwms, tmp_path).values()} == {"Never"}
+    assert not any(training_operator.restarts(mwms, (kind, 0), 137) for kind in ("Chief", "Worker"))

@@ -10,7 +10,7 @@ The stand-in cluster serves both, as a cluster with both installed: `operator: a
   replicas; the chief (node 0) alone wrote the model, on the bucket.
 - The same Trainer task, run again with operator: tfjob as a chief, a worker and a parameter server,
   trains with ParameterServer to an exported model, reading the replay's examples on the bucket and writing
-  its model there.
+  its model there; its worker, killed mid-training, is created again by the operator and rejoins.
 - A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint
   BackupAndRestore kept on the bucket.
   These two run the Trainer task and the replicas in the bucket's namespace, and the operators' stand-in
@@ -103,22 +103,34 @@ def test_the_file_meets_the_backends_rules_and_kfps_round_trip(replayed, tmp_pat
     assert backend_problems(yaml.safe_load(again.read_text())) == []
 
 
-def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
+def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_killed(replayed, tmp_path):
     """The replayed Trainer task's own executor input, with operator: tfjob and a chief, one worker and one
-    parameter server: the operator's TF_CONFIG leads the planner to ParameterServer, the model is exported."""
+    parameter server: the operator's TF_CONFIG leads the planner to ParameterServer. The worker, killed
+    after the first epoch (SIGKILL, as a preempted node's pod), is created again by the operator (its
+    restartPolicy ExitCode), rejoins, and the training it held up goes on to an exported model."""
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
 
     def with_ps(config: dict) -> None:
         config["operator_job"].update(workers=1, parameter_servers=1, operator="tfjob")
+        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
 
     executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
     server, project = replayed["server"], str(replayed["project"])
 
-    env = {"PYTHONPATH": project}
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
     made: list[dict] = []
     with _operators(server, tmp_path, project, env) as operator:
         operator.created = _recording(operator.created, made)
         task = _run_task(server, executor_input, operator, env, project)
-        output = task.communicate(timeout=600)[0]
+        try:
+            killed = _kill_the_worker_after_an_epoch(operator, tmp_path / "logs", task)
+            output = task.communicate(timeout=600)[0]
+        finally:
+            if task.poll() is None:
+                task.kill()
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
     assert task.returncode == 0, output[-3000:]
     assert "(1 Chief, 1 Worker, 1 PS)" in output
@@ -127,13 +139,32 @@ def test_the_trainer_task_as_a_parameter_server_tfjob(replayed, tmp_path):
     [job] = made
     sent = as_sent(job)
     assert accepted(sent, tmp_path) == stand_in(sent)
+    assert sent["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
     chief = next(text for name, text in logs.items() if "-chief-0" in name)
+    worker = next(text for name, text in logs.items() if "-worker-0" in name)
     assert "strategy=parameter_server replicas=1 is_chief=True" in chief
+    assert f"pod {killed} failed with exit code 137; the operator created it again" in worker
+    assert "Restarting (" in output  # the job's condition, as the launcher followed it
+    # the coordinator lost the worker, waited for it and took it back; the training went on to its end
+    lost = chief.index("Worker /job:worker/replica:0/task:0 failed with UnavailableError")
+    assert chief.index("Worker /job:worker/replica:0/task:0 has been recovered") > lost
+    assert "> Trainer epoch 10/10" in chief[lost:] and "resumes at epoch" not in chief
     model = f"{outputs}/Trainer/model"
     assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
     report = json.loads(server.read(BUCKET, f"{model}/tfxd_training.json".removeprefix(f"gs://{BUCKET}/")))
     assert report["plan"]["strategy"] == "parameter_server" and report["plan"]["task"] == {"type": "chief",
                                                                                          "index": 0}
+
+
+def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen) -> str:
+    """SIGKILL the TFJob's worker 0 once the chief has trained an epoch; its pod's name."""
+    deadline = time.monotonic() + 300
+    while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob("*-chief-0.log")):
+        assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
+        time.sleep(0.1)
+    [job] = list(operator.processes)
+    operator.processes[job][("Worker", 0)].kill()
+    return f"{job[1]}-worker-0"
 
 
 def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:

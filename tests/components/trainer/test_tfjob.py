@@ -55,8 +55,8 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
     gpu_worker = {"requests": {"cpu": "4", "memory": "16Gi"}, "limits": {"cpu": "4", "memory": "16Gi",
                                                                          "nvidia.com/gpu": "1"}}
 
-    def replicas(count: int, resources: dict[str, Any]) -> dict[str, Any]:
-        return {"replicas": count, "restartPolicy": "Never", "template": {
+    def replicas(count: int, resources: dict[str, Any], restart: str = "Never") -> dict[str, Any]:
+        return {"replicas": count, "restartPolicy": restart, "template": {
             "metadata": {"annotations": {"sidecar.istio.io/inject": "false"}},
             "spec": {"serviceAccountName": "trainer", "terminationGracePeriodSeconds": 30,
                      "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-tesla-t4"},
@@ -77,7 +77,8 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
                      # under ParameterServer the chief coordinates: the workers' cpu and memory, no GPU
                      "Chief": replicas(1, {"requests": {"cpu": "4", "memory": "16Gi"},
                                            "limits": {"cpu": "4", "memory": "16Gi"}}),
-                     "Worker": replicas(2, gpu_worker),
+                     # a ParameterServer worker killed (preempted) is created again; it rejoins
+                     "Worker": replicas(2, gpu_worker, restart="ExitCode"),
                      "PS": replicas(1, {"requests": {"cpu": "500m", "memory": "2Gi"},
                                         "limits": {"cpu": "500m", "memory": "2Gi"}})}}}
     # no TF_CONFIG: the operator writes it
@@ -85,6 +86,7 @@ def test_tfjob_body_for_two_workers_one_ps_and_a_gpu_each(tmp_path):
     # without ps: a chief and workers - 1 workers, every one with the GPU
     plain = manifest.body("j", NAMESPACE, settings(tmp_path, parameter_servers=0, workers=3), ["A"])
     assert {k: v["replicas"] for k, v in plain["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "Worker": 2}
+    assert {v["restartPolicy"] for v in plain["spec"]["tfReplicaSpecs"].values()} == {"Never"}  # MultiWorkerMirrored
     assert plain["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["resources"] == gpu_worker
 
 
