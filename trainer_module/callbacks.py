@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -67,22 +66,32 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool) -> Any:
     return StartNote()
 
 
-def step_backup(backup_dir: str, save_freq: int | str, delete_checkpoint: bool) -> Any:
-    """Keras's BackupAndRestore, recording the step a backup holds as the last of its call of the compiled
-    step. Keras records the step a call began at (tf_keras callbacks.py: on_train_batch_begin assigns
-    _ckpt_saved_batch, and WorkerTrainingState.back_up saves that variable, whatever batch it is handed),
-    while the state it saves is after the call's last step: with several steps a call, a resume from an
-    epoch's last backup went on inside that epoch (a local cluster's rerun trained all 10 epochs again) and
-    a mid-epoch one trained the call's other steps twice."""
+def step_backup(backup_dir: str, steps_per_epoch: int, every_steps: int, delete_checkpoint: bool) -> Any:
+    """Keras's BackupAndRestore, backing up at each epoch's last step and every ``every_steps`` steps within
+    an epoch (at the end of the call of the compiled step that reaches them), each backup recording its
+    step as the last of its call. Keras's own save_freq counts calls across epochs, so its backups drift off
+    the epochs' ends; and Keras records the step a call began at (tf_keras callbacks.py:
+    on_train_batch_begin assigns _ckpt_saved_batch, and WorkerTrainingState.back_up saves that variable,
+    whatever batch it is handed), while the state it saves is after the call's last step: with several steps
+    a call, a resume from an epoch's last backup went on inside that epoch (a local cluster's rerun trained
+    all 10 epochs again) and a mid-epoch one trained the call's other steps twice. Not for ParameterServer,
+    where Keras runs no batch hooks (build)."""
     import tensorflow as tf
 
     class StepBackup(tf.keras.callbacks.BackupAndRestore):
-        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
-            if not isinstance(self.model.distribute_strategy, tf.distribute.ParameterServerStrategy):  # as Keras
-                self._training_state._ckpt_saved_batch.assign(batch)  # noqa: SLF001 - what Keras saves
-            super().on_train_batch_end(batch, logs)
+        def on_epoch_begin(self, epoch: int, logs: Any = None) -> None:
+            super().on_epoch_begin(epoch, logs)
+            self._backed_up = -1  # the step of this epoch last backed up (a resumed epoch: counts from its start)
 
-    return StepBackup(backup_dir=backup_dir, save_freq=save_freq, delete_checkpoint=delete_checkpoint)
+        def on_train_batch_end(self, batch: int, logs: Any = None) -> None:
+            self._training_state._ckpt_saved_batch.assign(batch)  # noqa: SLF001 - what Keras saves
+            self._training_state.backup_if_preempted()  # noqa: SLF001 - as Keras's own hook
+            if batch + 1 >= steps_per_epoch or batch - self._backed_up >= every_steps:
+                self._backed_up = batch
+                self._backup(epoch=self._current_epoch, batch=batch)
+
+    # save_freq: any number turns Keras's batch hooks on; the hook above decides when to back up
+    return StepBackup(backup_dir=backup_dir, save_freq=1, delete_checkpoint=delete_checkpoint)
 
 
 def stop_at_step(backup: Any) -> Any:
@@ -111,7 +120,7 @@ def stop_at_step(backup: Any) -> Any:
 
 
 def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, total_epochs: int,
-          is_chief: bool, steps_per_epoch: int, steps_per_execution: int, single_worker: bool,
+          is_chief: bool, steps_per_epoch: int, single_worker: bool,
           batch_level: bool = True) -> list[Any]:
     """The spec's callbacks; TensorBoard logs land under the model run dir, backups in ``backup_dir``.
     Batch hooks run once per call of the compiled step (``steps_per_execution`` steps, fewer at an
@@ -119,7 +128,7 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
     ``batch_level`` False (ParameterServer: Keras cannot run batch-level callbacks there) leaves out
     TerminateOnNaN, saying so in the log. A ``single_worker`` training stops at a step boundary when a
     signal asks it to; workers of a cluster cannot agree on a step without a collective, stop at once, and
-    resume from the last backup (each epoch's end)."""
+    resume from the last backup (each epoch's end, and every `backup_every_steps` steps within one)."""
     import tensorflow as tf
     from absl import logging
 
@@ -128,14 +137,16 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
         callbacks.append(tf.keras.callbacks.TensorBoard(log_dir=model_run_dir, update_freq="epoch"))
     backup = None
     if config["backup_and_restore"] and backup_dir:
-        # a step count (each epoch's last step) rather than "epoch": Keras then records the step of a
-        # backup and resumes mid-epoch from one taken on a stop; ParameterServer backs up by epoch only
-        # a single worker's backup outlives a stop that came after its last step; the Trainer executor
-        # drops it once the model is written (components/trainer/executor.py). Keras counts save_freq in
-        # calls of the compiled step: an epoch's number of calls puts the backup at its last step
-        calls_per_epoch = math.ceil(steps_per_epoch / steps_per_execution)
-        backup = step_backup(backup_dir, calls_per_epoch if batch_level else "epoch",
-                             delete_checkpoint=not single_worker)
+        # by step rather than "epoch": Keras then records the step of a backup and resumes mid-epoch from one
+        # taken on a stop or within a long epoch; ParameterServer backs up by epoch only. A single worker's
+        # backup outlives a stop that came after its last step; the Trainer executor drops it once the
+        # model is written (components/trainer/executor.py)
+        if batch_level:
+            backup = step_backup(backup_dir, steps_per_epoch, config["backup_every_steps"],
+                                 delete_checkpoint=not single_worker)
+        else:
+            backup = tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir, save_freq="epoch",
+                                                         delete_checkpoint=True)
         callbacks.append(backup)
         callbacks.append(start_note(backup_dir, total_epochs, is_chief))
     if batch_level:  # a cluster's worker stops at once (tfxd.stops raises in the handler), unless TensorFlow

@@ -163,8 +163,7 @@ def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: d
              else train_data())
     single_worker = plan.strategy not in MULTI_WORKER
     callbacks = callback_builder.build(training["callbacks"], fn_args.model_run_dir, config.backup_dir,
-                                       epochs, plan.is_chief, steps_per_epoch, plan.steps_per_execution,
-                                       single_worker,
+                                       epochs, plan.is_chief, steps_per_epoch, single_worker,
                                        batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
     # a signal stops a single worker when its current call of the compiled step ends (at most
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)

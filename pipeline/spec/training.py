@@ -115,6 +115,11 @@ class Callbacks(Section):
         None, description="true, false or {monitor, factor, patience, ...}")
     tensorboard: bool = True
     backup_and_restore: bool = True
+    backup_every_steps: PositiveInt = Field(
+        1000, description="backup_and_restore: also back up every this many steps within an epoch (and always at "
+        "an epoch's end), so a killed training redoes at most these steps, not its epoch (training.epochs over a "
+        "large split; a local run stopped mid-epoch resumes at the step it stopped at); rounded up to whole "
+        "calls of the compiled step (steps_per_execution). ParameterServer backs up at epoch ends only (Keras)")
     terminate_on_nan: bool = True
     custom: list[Annotated[str, Field(pattern=DOTTED)]] = Field(
         default_factory=list, description="['package.module:CallbackClass', ...]")

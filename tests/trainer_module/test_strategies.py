@@ -41,7 +41,8 @@ from tfxd import stops
 from tfxd.trainer_module import callbacks
 
 CONFIG = {"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": False,
-          "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}
+          "early_stopping": None, "reduce_lr_on_plateau": None, "custom": [],
+          "backup_every_steps": 1000}
 
 class SeenSteps(tf.keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
@@ -178,7 +179,8 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path, spe):
         from tfxd.trainer_module import callbacks
 
         CONFIG = {{"tensorboard": False, "backup_and_restore": True, "terminate_on_nan": True,
-                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": []}}
+                   "early_stopping": None, "reduce_lr_on_plateau": None, "custom": [],
+                   "backup_every_steps": 1000}}
 
         class Interrupt(tf.keras.callbacks.Callback):
             def on_epoch_end(self, epoch, logs=None):
@@ -187,7 +189,7 @@ def test_backup_and_restore_resumes_after_an_interruption(tmp_path, spe):
 
         def attempt(extra):
             model = models.build(SPEC, INFO, {spe})
-            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, {spe}, True)
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
             try:
                 model.fit(data(16), steps_per_epoch=5, epochs=4, callbacks=built + extra, verbose=0)
             except RuntimeError:
@@ -218,7 +220,7 @@ def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_
             steps = Steps()
             steps.signal = send
             model = models.build(SPEC, INFO, {spe})
-            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, {spe}, True)
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, True)
             stopped = None
             try:
                 with stops.deferring():  # as in a container of its own: it installs the handlers itself
@@ -236,6 +238,48 @@ def test_a_signal_stops_the_training_at_a_step_whose_state_is_backed_up_and_the_
     epoch = [*range(spe, 5, spe), 5]  # the last step of each call of an epoch
     # the retry goes on from the step after the backed-up one
     assert second["steps"] == resumed + [[e, s] for e in (3, 4) for s in epoch]
+
+
+@pytest.mark.reliability("crash point")
+@pytest.mark.parametrize(("spe", "backed_up", "resumed_at"), [(1, [5, 10, 15, 20], 11), (3, [6, 12, 18, 20], 13)])
+def test_a_long_epoch_is_backed_up_every_few_steps_and_a_killed_training_redoes_only_those(
+        tmp_path, spe, backed_up, resumed_at):
+    """One epoch of 20 steps, training.callbacks.backup_every_steps 5: backups within the epoch (at the end
+    of the call that reaches 5 steps since the last) and at its end; a training killed after step 14
+    resumes after the last backup, redoing at most 5 steps, not the epoch (Keras's own save_freq would count
+    calls across epochs and drift off the epoch's end)."""
+    result = run_fresh(STEPS + textwrap.dedent(f"""
+        CONFIG["backup_every_steps"] = 5
+
+        class Steps(SeenSteps):
+            def at(self, step):
+                if self.kill and step[1] >= 14:
+                    raise RuntimeError("killed")
+
+        def attempt(kill):
+            steps = Steps()
+            steps.kill = kill
+            model = models.build(SPEC, INFO, {spe})
+            built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 2, True, 20, False)
+            backup = next(c for c in built if isinstance(c, tf.keras.callbacks.BackupAndRestore))
+            saved = []
+            real = backup._backup
+            backup._backup = lambda epoch, batch=0: (saved.append([int(epoch) + 1, int(batch) + 1]), real(epoch, batch))
+            try:
+                model.fit(data(16), steps_per_epoch=20, epochs=2, callbacks=[steps] + built, verbose=0)
+            except RuntimeError:
+                pass
+            return {{"steps": steps.seen, "saved": saved}}
+
+        print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False)}}))
+    """))
+    first, second = result["first"], result["second"]
+    assert first["saved"] == [[1, step] for step in backed_up if step < 14]
+    last = first["saved"][-1][1]
+    assert second["steps"][0] == [1, min(resumed_at - 1 + spe, 20)]  # the call after the last backed-up step
+    assert resumed_at == last + 1 and first["steps"][-1][1] - last <= 5
+    assert [step for epoch, step in second["saved"] if epoch == 1][-1] == 20  # the epoch's end, backed up
+    assert [step for epoch, step in second["saved"] if epoch == 2] == backed_up
 
 
 def test_steps_per_execution_trains_the_same_weights_as_one_step_a_call():
@@ -277,7 +321,7 @@ def test_a_cluster_workers_stop_that_tensorflow_swallowed_ends_the_training_at_i
 
         steps = Steps()
         model = models.build(SPEC, INFO)
-        built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, 1, False)
+        built = callbacks.build(CONFIG, "{tmp_path}/run", "{tmp_path}/backup", 4, True, 5, False)
         stopped = None
         try:
             with stops.handling():  # a cluster's replica (components/trainer/executor.py train_replica)
