@@ -24,9 +24,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 # in the order: CLI latency, end to end, input pipeline, strategy choice, scaling, GPU; then Beam's engines
 NAMES = ["cli_latency", "example_gen", "transform", "e2e_taxi", "evaluator", "input_pipeline", "strategies", "scaling", "gpu",
-         "beam_engines", "buckets", "reliability"]
-# figures that compare nothing side by side (counts): run alone, they update their part of RESULTS.md
-SPLICED = {"reliability": ("| Reliability:", "### Reliability")}
+         "beam_engines", "buckets", "faults", "reliability"]
+# figures that, run alone, update their part of RESULTS.md: counts, which compare nothing side by side, and
+# the faults, whose every figure has its baseline inside the same benchmark
+SPLICED = {"faults": ("| Faults:", "### Faults"), "reliability": ("| Reliability:", "### Reliability")}
 HERE = os.path.dirname(os.path.abspath(__file__))
 RESULTS = os.path.join(HERE, "results")
 
