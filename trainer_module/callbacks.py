@@ -39,9 +39,10 @@ def progress_callback(total_epochs: int, is_chief: bool) -> Any:
     return Progress()
 
 
-def start_note(backup_dir: str, total_epochs: int, is_chief: bool) -> Any:
-    """Says at which epoch training starts: 1, or where BackupAndRestore (which must come before it in
-    the list) restored a killed training from. Keras restores silently."""
+def start_note(backup: Any, backup_dir: str, total_epochs: int, steps_per_epoch: int, is_chief: bool) -> Any:
+    """Says where training starts: epoch 1, or where ``backup`` (BackupAndRestore, which must come before
+    it in the list) restored a killed training to, with the step when that is inside an epoch (a backup
+    every training.callbacks.backup_every_steps steps). Keras restores silently."""
     import tensorflow as tf
     from absl import logging
 
@@ -53,11 +54,16 @@ def start_note(backup_dir: str, total_epochs: int, is_chief: bool) -> Any:
             if self._noted:
                 return
             self._noted = True
-            if epoch == 0:
+            # the step after the one backed up, counted from 1; Keras keeps -1 where no step was (a fresh
+            # training, ParameterServer) and goes on at the next epoch after an epoch's last step
+            step = int(backup._training_state._ckpt_saved_batch.numpy()) + 2  # noqa: SLF001 - Keras's record
+            within = 1 < step <= steps_per_epoch
+            if epoch == 0 and not within:
                 logging.info("tfxd trainer: starts at epoch 1/%d; BackupAndRestore checkpoints go to %s",
                              total_epochs, backup_dir)
                 return
-            message = (f"resumes at epoch {epoch + 1}/{total_epochs} from the BackupAndRestore checkpoint "
+            at = f", step {step} of {steps_per_epoch}," if within else ""
+            message = (f"resumes at epoch {epoch + 1}/{total_epochs}{at} from the BackupAndRestore checkpoint "
                        f"in {backup_dir}")
             logging.info("tfxd trainer: %s", message)
             if is_chief:
@@ -148,7 +154,7 @@ def build(config: dict[str, Any], model_run_dir: str, backup_dir: str | None, to
             backup = tf.keras.callbacks.BackupAndRestore(backup_dir=backup_dir, save_freq="epoch",
                                                          delete_checkpoint=True)
         callbacks.append(backup)
-        callbacks.append(start_note(backup_dir, total_epochs, is_chief))
+        callbacks.append(start_note(backup, backup_dir, total_epochs, steps_per_epoch, is_chief))
     if batch_level:  # a cluster's worker stops at once (tfxd.stops raises in the handler), unless TensorFlow
         # swallowed that raise (Python code it called back, such as a checkpoint's): then at its next step
         callbacks.append(stop_at_step(backup if single_worker else None))

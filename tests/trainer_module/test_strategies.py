@@ -250,6 +250,8 @@ def test_a_long_epoch_is_backed_up_every_few_steps_and_a_killed_training_redoes_
     calls across epochs and drift off the epoch's end)."""
     result = run_fresh(STEPS + textwrap.dedent(f"""
         CONFIG["backup_every_steps"] = 5
+        notes = []
+        callbacks.console.step = notes.append  # the chief's lines on the console
 
         class Steps(SeenSteps):
             def at(self, step):
@@ -271,9 +273,11 @@ def test_a_long_epoch_is_backed_up_every_few_steps_and_a_killed_training_redoes_
                 pass
             return {{"steps": steps.seen, "saved": saved}}
 
-        print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False)}}))
+        print("RESULT", json.dumps({{"first": attempt(True), "second": attempt(False), "notes": notes}}))
     """))
     first, second = result["first"], result["second"]
+    assert result["notes"][0] == (f"Trainer resumes at epoch 1/2, step {resumed_at} of 20, from the "
+                                  f"BackupAndRestore checkpoint in {tmp_path}/backup")
     assert first["saved"] == [[1, step] for step in backed_up if step < 14]
     last = first["saved"][-1][1]
     assert second["steps"][0] == [1, min(resumed_at - 1 + spe, 20)]  # the call after the last backed-up step
