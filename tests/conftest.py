@@ -58,6 +58,23 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> Result:
     return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
 
 
+@pytest.fixture
+def started() -> Iterator[list]:
+    """The processes a test starts (Popen) and the ones they start that it watches (psutil.Process): any
+    still running at the end (a failed test) are killed."""
+    import psutil  # only the tests that kill a Trainer's processes need it
+
+    processes: list = []
+    yield processes
+    for process in processes:
+        if isinstance(process, psutil.Process):
+            if process.is_running():
+                process.kill()
+        elif process.poll() is None:
+            process.kill()
+            process.communicate()
+
+
 def own_temp_dir(folder: Path) -> str:
     """A temporary folder of its own, in the test's ``folder``, to give a process as TMPDIR where it is
     expected to leave files there: a run the test kills (a killed process cannot remove its own). The

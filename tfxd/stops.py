@@ -68,6 +68,14 @@ def name(signum: int | None) -> str:
     return signal.Signals(signum or signal.SIGINT).name
 
 
+def by_signal(returncode: int) -> bool:
+    """Whether a process was ended by a signal (preempted, evicted, out of memory, stopped from outside),
+    from its return code as Popen gives it (negative) or as a shell or the kubelet reports it (128 + the
+    signal): the exit codes the Training Operator retries (training-operator v1.9, pkg/util/train:
+    IsRetryableExitCode, code >= 128; tests/conformance/test_training_operator.py holds it to that)."""
+    return returncode < 0 or returncode >= 128
+
+
 def ended(returncode: int) -> str:
     """How a process ended, in words, from its return code as Popen gives it (negative: the signal): 'was
     killed by signal 9 (SIGKILL: out of memory, or stopped from outside)', 'exited with code 1'."""

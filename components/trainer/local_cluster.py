@@ -77,7 +77,7 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
     layout = {f"{kind}-{index}": (kind, index, spec)
               for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers)}
 
-    def start(name: str, restart: str | None = None) -> Process:
+    def start(name: str, restart: str | None = None) -> None:
         kind, index, spec = layout[name]
         log_path = os.path.join(log_dir, f"trainer-{name}.log")
         env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": spec, "task": {"type": kind, "index": index}}),
@@ -95,7 +95,6 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
                 process.stdin.write(payload)  # type: ignore[union-attr]
         except BrokenPipeError:
             pass  # it died before reading: _wait reports it
-        return processes[-1]
 
     try:
         for name in layout:
@@ -112,14 +111,14 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
 
 
 def _wait(processes: list[Process], serving: set[str], restartable: set[str],
-          start: Callable[[str, str], Process]) -> None:
+          start: Callable[[str, str], None]) -> None:
     """Until every training process is done. The first death fails the Trainer at once (the caller then
     stops the others: a survivor would wait forever on a collective with its dead peer), but for a
     ``restartable`` process killed by a signal: it is started again (``start(name, why)``)."""
     restarts = {name: 0 for name in restartable}
     while True:
         failed = [p for p in processes if p[2].poll() not in (None, 0) or (p[2].poll() == 0 and p[0] in serving)]
-        for lost in [p for p in failed if _killed(p[2].returncode) and restarts.get(p[0], WORKER_RESTARTS) <
+        for lost in [p for p in failed if stops.by_signal(p[2].returncode) and restarts.get(p[0], WORKER_RESTARTS) <
                      WORKER_RESTARTS]:
             name, _, process = lost
             restarts[name] += 1
@@ -134,12 +133,6 @@ def _wait(processes: list[Process], serving: set[str], restartable: set[str],
         if all(process.poll() == 0 for name, _, process in processes if name not in serving):
             return
         time.sleep(0.5)
-
-
-def _killed(code: int) -> bool:
-    """Ended by a signal (Popen's negative code, or a shell's 128 + signal): the Training Operator's
-    retryable exit codes (training-operator v1.9, pkg/util/train: IsRetryableExitCode, code >= 128)."""
-    return code < 0 or code >= 128
 
 
 def _failure(failed: list[Process], processes: list[Process]) -> str:

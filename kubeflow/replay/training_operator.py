@@ -26,7 +26,7 @@ import os
 import re
 from typing import Any
 
-from tfxd import keys
+from tfxd import keys, stops
 from tfxd.components.trainer import tfjob_manifest as manifest
 from tfxd.kubeflow.replay.kube_api import DNS_1035, Invalid, JobKind, Replica, model_problems, now
 
@@ -124,12 +124,12 @@ def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_sta
 
 def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> bool:
     """Whether the operator deletes a replica's failed pod and creates it again (pkg/controller.v1/common/pod.go,
-    ReconcilePods): under restartPolicy ExitCode when its exit code is retryable (pkg/util/train,
-    IsRetryableExitCode: 128 or more, a signal: preempted, evicted, out of memory), under OnFailure and Always
+    ReconcilePods): under restartPolicy ExitCode when its exit code is retryable (128 or more, a signal:
+    tfxd.stops.by_signal), under OnFailure and Always
     whatever the code (there the kubelet restarts the container in place first; the pod, its name and
     address stay, as here). Never, the default: the pod stays failed and fails the job."""
     policy = job["spec"]["tfReplicaSpecs"][replica[0]].get("restartPolicy", "Never")
-    return policy in ("OnFailure", "Always") or (policy == "ExitCode" and exit_code >= 128)
+    return policy in ("OnFailure", "Always") or (policy == "ExitCode" and stops.by_signal(exit_code))
 
 
 def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False,

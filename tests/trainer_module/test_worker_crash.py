@@ -77,16 +77,22 @@ def _tfxd(folder: Path, started: list[subprocess.Popen], own_temp: bool = False)
     return process
 
 
-def _workers(parent: subprocess.Popen) -> dict[int, psutil.Process]:
-    """The Trainer cluster's processes under ``parent``, by worker index (from their TF_CONFIG)."""
+def cluster_processes(parent: subprocess.Popen) -> dict[tuple[str, int], psutil.Process]:
+    """The Trainer cluster's processes under ``parent``, by (task type, index) from their TF_CONFIG."""
     found = {}
     for child in psutil.Process(parent.pid).children(recursive=True):
         try:
             if WORKER_MODULE in child.cmdline():
-                found[json.loads(child.environ()["TF_CONFIG"])["task"]["index"]] = child
+                task = json.loads(child.environ()["TF_CONFIG"])["task"]
+                found[(task["type"], task["index"])] = child
         except (psutil.NoSuchProcess, KeyError):
             continue
     return found
+
+
+def _workers(parent: subprocess.Popen) -> dict[int, psutil.Process]:
+    """The MultiWorkerMirrored cluster's processes under ``parent``, by worker index."""
+    return {index: process for (_, index), process in cluster_processes(parent).items()}
 
 
 def _both_workers(parent: subprocess.Popen, started: list) -> dict[int, psutil.Process] | None:
@@ -106,20 +112,6 @@ def _wait_for(predicate, what: str, timeout: float, process: subprocess.Popen):
         assert process.poll() is None, f"tfxd ended while waiting for {what}: {process.communicate()}"
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-@pytest.fixture
-def started():
-    """The tfxd processes the test starts, and their workers; any still running at the end (a failed test)
-    are killed."""
-    processes: list[subprocess.Popen | psutil.Process] = []
-    yield processes
-    for process in processes:
-        if isinstance(process, subprocess.Popen) and process.poll() is None:
-            process.kill()
-            process.communicate()
-        elif isinstance(process, psutil.Process) and process.is_running():
-            process.kill()
 
 
 def _newest_logs(folder: Path) -> Path:

@@ -21,10 +21,10 @@ import pytest
 
 from tests.trainer_module.test_worker_crash import (
     SPEC,
-    WORKER_MODULE,
     _newest_logs,
     _project,
     _wait_for,
+    cluster_processes,
 )
 
 PS_SPEC = (SPEC.replace("  batch_size: 8\n", "  batch_size: 8\n  strategy: parameter_server\n")
@@ -63,27 +63,6 @@ def _ps_project(folder: Path) -> Path:
     return folder
 
 
-def _task(process: psutil.Process) -> tuple[str, int] | None:
-    try:
-        task = json.loads(process.environ()["TF_CONFIG"])["task"]
-    except (psutil.NoSuchProcess, KeyError):
-        return None
-    return task["type"], task["index"]
-
-
-def _cluster(parent) -> dict[tuple[str, int], psutil.Process]:
-    """Every process of the Trainer's cluster under ``parent``, by (task type, index)."""
-    found = {}
-    for child in psutil.Process(parent.pid).children(recursive=True):
-        try:
-            ours = WORKER_MODULE in child.cmdline()
-        except psutil.NoSuchProcess:
-            continue
-        if ours and (task := _task(child)):
-            found[task] = child
-    return found
-
-
 def _tfxd(folder: Path, started: list) -> subprocess.Popen:
     """`tfxd run` of the whole pipeline (to the Pusher)."""
     tfxd_bin = os.path.join(os.path.dirname(sys.executable), "tfxd")
@@ -93,25 +72,13 @@ def _tfxd(folder: Path, started: list) -> subprocess.Popen:
     return process
 
 
-@pytest.fixture
-def started():
-    processes: list = []
-    yield processes
-    for process in processes:
-        if isinstance(process, psutil.Process):
-            if process.is_running():
-                process.kill()
-        elif process.poll() is None:
-            process.kill()
-            process.communicate()
-
-
 def _kill_after_a_checkpoint(folder: Path, started: list, task: tuple[str, int]):
     """`tfxd run` of the project in ``folder``; ``task`` is SIGKILLed once the chief has backed up an epoch.
     The run, the cluster's processes as first started (by task), and the victim."""
     backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
     run = _tfxd(folder, started)
-    cluster = _wait_for(lambda: (c := _cluster(run)) and len(c) == 4 and c, "4 cluster processes", 240, run)
+    cluster = _wait_for(lambda: (c := cluster_processes(run)) and len(c) == 4 and c, "4 cluster processes", 240,
+                        run)
     started.extend(cluster.values())
     _wait_for(lambda: list(backups.glob("*/chief/checkpoint")), "a checkpoint", 120, run)
     cluster[task].kill()
