@@ -20,10 +20,12 @@ CONFIG = keys.TrainerConfig
 
 @dataclass(frozen=True)
 class ProcessCluster:
-    """targets.local.trainer: the Trainer as this many localhost processes."""
+    """targets.local.trainer: the Trainer as this many local processes, on ``network`` (loopback, or hosts
+    of their own: components/trainer/replica_hosts.py)."""
 
     workers: int = 1
     parameter_servers: int = 0
+    network: str = "loopback"
 
     @property
     def distributed(self) -> bool:

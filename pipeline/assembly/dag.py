@@ -184,7 +184,7 @@ def _trainer(loaded: LoadedSpec, place: Placement, transform, schema, warm_start
     trainer_class: type[Any] = Trainer
     local = spec.targets.local.trainer
     custom_config = trainer_config(
-        loaded, None if place.on_cluster else ProcessCluster(local.workers, local.parameter_servers))
+        loaded, None if place.on_cluster else ProcessCluster(local.workers, local.parameter_servers, local.network))
     section = spec.targets.section(place.target)
     launcher = section.trainer_launcher() if section is not None else None
     if launcher is not None:

@@ -52,13 +52,23 @@ class TargetSection(Section):
         """What this target cannot honour in the spec, refused rather than dropped."""
 
 
+class LocalTrainer(TrainerCluster):
+    """The Trainer as local processes when it asks for more than one."""
+
+    network: Literal["loopback", "hosts"] = Field(
+        "loopback", description="loopback: every replica on this machine's localhost, each at a port of its "
+        "own; hosts: each replica on a host of its own (a Linux network namespace on a bridge of the "
+        "cluster's replicas; needs root and iproute2), at port 2222 under its replica name, as the pods of "
+        "a TFJob: the TF_CONFIG a cluster writes runs verbatim, and a replica's link can be cut or slowed")
+
+
 class LocalTarget(TargetSection):
     ON_CLUSTER: ClassVar[bool] = False
 
     orchestrator: Literal["local", "beam"] = Field(
         "local", description="local: LocalDagRunner, one node at a time; beam: BeamDagRunner, independent "
         "branches side by side")
-    trainer: TrainerCluster = Field(default_factory=TrainerCluster)
+    trainer: LocalTrainer = Field(default_factory=LocalTrainer)
 
 
 class Schedule(Section):

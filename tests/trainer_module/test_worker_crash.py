@@ -188,3 +188,59 @@ def test_a_frozen_worker_is_named_as_the_cause_and_every_process_ends(tmp_path, 
             f"Reported by worker-0 (pid {workers[0].pid}), which exited with code 1") in message, message
     for process in workers.values():  # every process of the cluster is gone, the frozen one too
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
+
+
+def _link_of(run: subprocess.Popen, replica_index: int) -> str:
+    """The bridge's end of a replica's link, for the cluster ``run`` made: replica_hosts names its bridge
+    tfxdbK (its owner's pid in /run/tfxd-hosts/tfxdbK.pid) and the links tfxdbKhI, I the replica's place in
+    the layout (worker-0, worker-1)."""
+    [bridge] = [owner.stem for owner in Path("/run/tfxd-hosts").glob("tfxdb*.pid")
+                if owner.read_text() == str(run.pid)]
+    return f"{bridge}h{replica_index}"
+
+
+def _replica_hosts_left() -> str:
+    listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    owned = [line for line in (listed + namespaces).splitlines() if "tfxdb" in line]
+    return "\n".join(owned + [str(p) for p in Path("/etc/netns").glob("tfxdb*")])
+
+
+@pytest.mark.reliability("environment fault")
+def test_on_hosts_of_their_own_a_worker_cut_off_is_named_and_the_rerun_resumes(tmp_path, started):
+    """network: hosts: each worker in a network namespace of its own on a bridge, at worker-N:2222 (the
+    TF_CONFIG a TFJob's pods get, verbatim). Worker 1's link is cut (`ip link set ... down`: a partitioned
+    pod, alive and unreachable) after the first backup: the coordination service misses its heartbeats for
+    peer_timeout seconds, the Trainer fails naming worker 1, every process ends, and no namespace, link or
+    hosts file is left. The same command then trains on fresh hosts, resuming from the backup."""
+    folder = _project(tmp_path)
+    (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", "  eval_steps: 1\n  peer_timeout: 3\n")
+                                      .replace("{workers: 2}", "{workers: 2, network: hosts}"))
+    backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
+    run = _tfxd(folder, started)
+    workers = _wait_for(lambda: _both_workers(run, started), "2 workers", 240, run)
+    cluster = {"worker": ["worker-0:2222", "worker-1:2222"]}
+    assert [json.loads(workers[i].environ()["TF_CONFIG"]) for i in (0, 1)] == [
+        {"cluster": cluster, "task": {"type": "worker", "index": i}} for i in (0, 1)]
+    _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
+    link = _link_of(run, 1)
+    subprocess.run(["ip", "link", "set", link, "down"], check=True)
+    stdout, stderr = run.communicate(timeout=180)
+
+    assert run.returncode == 1, stdout + stderr
+    message = " ".join(stderr.split())
+    # each side of the cut loses the other, and either may exit first: the link says which was cut
+    cause = message.split("Trainer process ", 1)[1]
+    assert cause.startswith(f"worker-1 (pid {workers[1].pid}) was cut off from the others (its host's link "
+                            f"{link} is down)"), message
+    assert "Run the same command again to resume" in message, message
+    for process in workers.values():
+        assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
+    assert _replica_hosts_left() == ""
+
+    again = _tfxd(folder, started)
+    stdout, stderr = again.communicate(timeout=240)
+    assert again.returncode == 0, stdout + stderr
+    chief_log = (_newest_logs(folder) / "trainer-worker-0.log").read_text()
+    assert "> Trainer resumes at epoch " in chief_log and "Trainer epoch 10/10" in chief_log, chief_log[-3000:]
+    assert _replica_hosts_left() == ""

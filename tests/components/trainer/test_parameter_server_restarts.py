@@ -85,14 +85,28 @@ def _kill_after_a_checkpoint(folder: Path, started: list, task: tuple[str, int])
     return run, cluster, cluster[task]
 
 
+def _namespace(pid: int) -> str:
+    """The network namespace process ``pid`` runs in, by its name (`ip netns identify`)."""
+    return subprocess.run(["ip", "netns", "identify", str(pid)], capture_output=True, text=True).stdout.strip()
+
+
 @pytest.mark.reliability("crash point")
 def test_a_killed_worker_is_restarted_and_training_finishes_through_it(tmp_path, started):
+    """On hosts of their own (network: hosts), each replica at its name's port 2222 as a TFJob's pods are:
+    the restarted worker comes back on its own host, under the same name."""
     folder = _ps_project(tmp_path)
+    (folder / "spec.yaml").write_text(PS_SPEC.replace("parameter_servers: 1}", "parameter_servers: 1, network: hosts}"))
     (folder / "hold").touch()
     run, cluster, victim = _kill_after_a_checkpoint(folder, started, ("worker", 1))
+    assert json.loads(cluster[("chief", 0)].environ()["TF_CONFIG"])["cluster"] == {
+        "chief": ["chief-0:2222"], "worker": ["worker-0:2222", "worker-1:2222"], "ps": ["ps-0:2222"]}
     logs = _wait_for(lambda: _newest_logs(folder), "the run's logs", 30, run)
     chief_log = logs / "trainer-chief-0.log"
     _wait_for(lambda: RECOVERED in chief_log.read_text(), "the coordinator taking worker 1 back", 240, run)
+    [back] = [p for (kind, index), p in cluster_processes(run).items() if (kind, index) == ("worker", 1)]
+    started.append(back)
+    host = _namespace(back.pid)
+    assert host.endswith("-worker-1") and host == _namespace(cluster[("worker", 0)].pid).replace("worker-0", "worker-1")
     (folder / "hold").unlink()
     stdout, stderr = run.communicate(timeout=240)
 

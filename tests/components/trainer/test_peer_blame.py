@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tfxd.components.trainer import local_cluster, peer_blame
+from tfxd.components.trainer.replica_hosts import ReplicaHosts
 
 # worker-0's log when worker-1 was frozen (tsl coordination_service_agent.cc, then the aborted collective)
 AGENT = ("E0000 00:00:1796218348.913381   20038 coordination_service_agent.cc:749] Coordination agent is set to "
@@ -97,3 +98,27 @@ def test_without_a_lost_peer_the_failed_process_is_the_cause(processes):
     message = local_cluster._failure([failed], [other, failed])
     assert message == (f"Trainer process worker-1 (pid {failed[2].pid}) exited with code 2; its log: {failed[1]}; "
                        "stopped the others (worker-0)")
+
+
+def test_on_hosts_of_their_own_the_replica_whose_link_is_down_is_the_cause_whichever_side_exited(processes):
+    """Each side of a cut link loses the other (worker 1's log, when its own link was cut, names the leader
+    worker 0 as unreachable): the link's state says which side was cut, and that one is named."""
+    with ReplicaHosts(["worker-0", "worker-1"]) as hosts:
+        subprocess.run(["ip", "link", "set", hosts.hosts["worker-1"].link, "down"], check=True)
+        cut = processes("worker-1", "exit 1", log="DeadlineExceededError: ... /tensorflow.CoordinationService/Heartbeat")
+        reporter = processes("worker-0", "exit 1", log=ABORTED)
+        for _, _, process in (cut, reporter):
+            process.wait()
+        link = hosts.hosts["worker-1"].link
+        assert local_cluster._failure([cut, reporter], [reporter, cut], hosts).startswith(
+            f"Trainer process worker-1 (pid {cut[2].pid}) was cut off from the others (its host's link {link} is "
+            f"down) and exited with code 1; its log: {cut[1]}")
+        alive = processes("worker-1", "sleep 60")
+        message = local_cluster._failure([reporter], [reporter, alive], hosts)
+        assert message.startswith(
+            f"Trainer process worker-1 (pid {alive[2].pid}) was cut off from the others (its host's link {link} is "
+            "down): TensorFlow lost it (Task /job:worker/replica:0/task:1 heartbeat timeout); its log: "
+            f"{alive[1]}. Reported by worker-0 (pid {reporter[2].pid}), which exited with code 1"), message
+        # the link up again: TensorFlow's word decides, as on loopback
+        subprocess.run(["ip", "link", "set", link, "up"], check=True)
+        assert "stopped answering while alive" in local_cluster._failure([reporter], [reporter, alive], hosts)
