@@ -126,6 +126,7 @@ test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: setup examples engines services
+	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q iptables >/dev/null; } || { echo "iptables not found: bench/faults.py drops a replica's packets with it (a lossy link); install it (apt-get install iptables) and retry" >&2; exit 2; }
 	$(PY) bench/run.py
 
 wheel: | $(UV)

@@ -79,7 +79,7 @@ def train(input_dict, output_dict, exec_properties, cluster: ProcessCluster, log
     on_hosts = cluster.network == "hosts"
     layout = {f"{kind}-{index}": (kind, index, spec)
               for kind, index, spec in cluster_layout(cluster.workers, cluster.parameter_servers, on_hosts)}
-    hosts = replica_hosts.ReplicaHosts(list(layout) if on_hosts else [])
+    hosts = replica_hosts.ReplicaHosts({name: name for name in layout} if on_hosts else {})
 
     def start(name: str, restart: str | None = None) -> None:
         kind, index, spec = layout[name]

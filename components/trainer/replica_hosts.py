@@ -17,10 +17,13 @@ import contextlib
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-PORT = 2222  # the Training Operator's default tfjob-port, which its TF_CONFIG names for every replica
+from tfxd.components.trainer import tfjob_manifest
+
+PORT = tfjob_manifest.PORT  # the Training Operator's default port, which its TF_CONFIG names for every replica
 NETWORK = "10.204.0.0/16"  # one /24 per cluster: 10.204.K.0/24, K its bridge's number
 _OWNERS = Path("/run/tfxd-hosts")  # {bridge}.pid: the pid of the process that made the bridge
 _NETNS_ETC = Path("/etc/netns")
@@ -47,11 +50,14 @@ class ReplicaHost:
 
 
 class ReplicaHosts:
-    """A context: a host for each replica name in ``replicas`` (its host name is its replica name), all
-    removed on exit."""
+    """A context: a host for each replica in ``replicas`` ({replica name: its host name}), all removed on
+    exit. ``reach``: this machine's addresses the replicas may reach, each with the names they know it by
+    (a test's bucket front, an API server stand-in): the bridge gets an address and is the replicas'
+    gateway to this machine, never beyond it (nothing forwards)."""
 
-    def __init__(self, replicas: list[str]) -> None:
+    def __init__(self, replicas: dict[str, str], reach: dict[str, list[str]] | None = None) -> None:
         self.replicas = replicas
+        self.reach = reach or {}
         self.hosts: dict[str, ReplicaHost] = {}
         self.bridge: str | None = None
 
@@ -67,9 +73,9 @@ class ReplicaHosts:
         sweep()
         try:
             number = self._bridge()
-            for index, name in enumerate(self.replicas):
-                self.hosts[name] = self._host(number, index, name)
-            hosts_file = _hosts_file(self.hosts.values())
+            for index, (name, hostname) in enumerate(self.replicas.items()):
+                self.hosts[name] = self._host(number, index, name, hostname)
+            hosts_file = _hosts_file(self.hosts.values(), self.reach)
             for host in self.hosts.values():
                 (_NETNS_ETC / host.namespace).mkdir(parents=True, exist_ok=True)
                 (_NETNS_ETC / host.namespace / "hosts").write_text(hosts_file, encoding="utf-8")
@@ -109,27 +115,36 @@ class ReplicaHosts:
             self.bridge = name
             (_OWNERS / f"{name}.pid").write_text(str(os.getpid()), encoding="ascii")
             _ip("link", "set", name, "up")
+            if self.reach:
+                _ip("addr", "add", f"{_gateway(number)}/24", "dev", name)
             return number
         raise HostsUnavailable(f"no free bridge tfxdb0..tfxdb{_CLUSTERS - 1}: remove the stale ones "
                                "(`ip link del tfxdbN`)")
 
-    def _host(self, number: int, index: int, name: str) -> ReplicaHost:
-        host = ReplicaHost(namespace=f"tfxdb{number}-{name}", hostname=name, address=f"10.204.{number}.{index + 2}",
-                           link=f"tfxdb{number}h{index}")
+    def _host(self, number: int, index: int, name: str, hostname: str) -> ReplicaHost:
+        host = ReplicaHost(namespace=f"tfxdb{number}-{name}", hostname=hostname,
+                           address=f"10.204.{number}.{index + 2}", link=f"tfxdb{number}h{index}")
         inner = f"tfxdb{number}n{index}"
         _ip("netns", "add", host.namespace)
         _ip("link", "add", host.link, "type", "veth", "peer", "name", inner)
         _ip("link", "set", host.link, "master", f"tfxdb{number}", "up")
         _ip("link", "set", inner, "netns", host.namespace, "name", "eth0")
-        for command in (("addr", "add", f"{host.address}/24", "dev", "eth0"), ("link", "set", "eth0", "up"),
-                        ("link", "set", "lo", "up")):
+        commands = [("addr", "add", f"{host.address}/24", "dev", "eth0"), ("link", "set", "eth0", "up"),
+                    ("link", "set", "lo", "up")]
+        commands += [("route", "add", f"{address}/32", "via", _gateway(number)) for address in self.reach]
+        for command in commands:
             _ip("netns", "exec", host.namespace, "ip", *command)
         return host
 
 
-def _hosts_file(hosts: object) -> str:
+def _gateway(number: int) -> str:
+    return f"10.204.{number}.1"
+
+
+def _hosts_file(hosts: Iterable[ReplicaHost], reach: dict[str, list[str]]) -> str:
     lines = ["127.0.0.1 localhost", "::1 localhost"]
-    lines += [f"{host.address} {host.hostname}" for host in hosts]  # type: ignore[attr-defined]
+    lines += [f"{host.address} {host.hostname}" for host in hosts]
+    lines += [f"{address} {' '.join(names)}" for address, names in reach.items()]
     return "\n".join(lines) + "\n"
 
 

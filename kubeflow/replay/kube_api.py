@@ -60,7 +60,8 @@ class Replica:
     pod: str  # its pod's name, and its log's
     container: dict[str, Any]  # the container that trains (its command and args run)
     env: dict[str, str]  # what the cluster gives that container: its own env and the operator's
-    addresses: tuple[str, ...]  # every replica's cluster address, each mapped to a loopback port here
+    addresses: tuple[str, ...]  # every replica's cluster address (host:port), as TF_CONFIG names them
+    address: str  # its own, of addresses
 
 
 class KubeApi:

@@ -4,8 +4,11 @@ Operator v1, training_operator.py), as a cluster with both installed does, whose
 local processes, as the operators run them as pods.
 
 Each replica gets exactly the environment its operator gives the pod (a TFJob's TF_CONFIG; a TrainJob
-node's JobSet environment) and a map from the cluster's addresses, which name no host here, to loopback
-ports (keys.ADDRESSES_ENV, read by trainer_module/cluster.py). The job's status follows the processes as
+node's JobSet environment). Given ``reach``, each replica runs on a host of its own
+(components/trainer/replica_hosts.py) under its cluster address's host name, at its port, as a pod: the
+cluster's names resolve there, and the replicas reach this machine only at the addresses ``reach``
+names. Else the cluster's addresses, which name no host here, are mapped to loopback ports
+(keys.ADDRESSES_ENV, read by trainer_module/cluster.py). The job's status follows the processes as
 its operator's does (each kind's job_status); a failed replica the operator would create again (each kind's
 restarts: a TFJob's `restartPolicy: ExitCode`) starts again with the same environment; a deleted job's
 processes are stopped first, as a foreground deletion stops the pods.
@@ -25,11 +28,17 @@ from typing import Any
 
 from tfxd import keys
 from tfxd.components.trainer.local_cluster import free_ports
+from tfxd.components.trainer.replica_hosts import ReplicaHosts
 from tfxd.kubeflow.replay import trainer_v2, training_operator
 from tfxd.kubeflow.replay.kube_api import KubeApi, Replica, now
 
 # each kind's operator: replicas, pod, restarts, job_status, deadline, ended and cleanup of its jobs
 OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.KIND: training_operator}
+
+
+def _name(replica: Replica) -> str:
+    """A replica's name for its host's namespace: `worker-0`, `node-1`."""
+    return f"{replica.id[0].lower()}-{replica.id[1]}"
 
 
 def container_temp(log_dir: str, name: str) -> str:
@@ -44,12 +53,15 @@ def container_temp(log_dir: str, name: str) -> str:
 class LocalOperators:
     """A KubeApi whose jobs run as local processes. ``argv_for(container)``: the command to run for a
     replica's container; ``cwd`` and ``env``: where and with what extra environment they run; ``host``:
-    where the API listens (KubeApi)."""
+    where the API listens (KubeApi); ``reach``: None, or hosts of their own for the replicas, reaching
+    this machine's addresses it names (ReplicaHosts's)."""
 
     def __init__(self, log_dir: str, argv_for: Callable[[dict[str, Any]], list[str]], cwd: str | None = None,
-                 env: dict[str, str] | None = None, host: str = "127.0.0.1") -> None:
+                 env: dict[str, str] | None = None, host: str = "127.0.0.1",
+                 reach: dict[str, list[str]] | None = None) -> None:
         self.api = KubeApi((trainer_v2.TRAINJOBS, training_operator.TFJOBS), controller=self, host=host)
-        self.log_dir, self.argv_for, self.cwd, self.env = log_dir, argv_for, cwd, env or {}
+        self.log_dir, self.argv_for, self.cwd, self.env, self.reach = log_dir, argv_for, cwd, env or {}, reach
+        self.hosts: dict[tuple[str, str], ReplicaHosts] = {}  # each job's, given reach
         self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
         self.temps: dict[tuple[str, str], dict[tuple[str, int], str]] = {}  # each pod's temporary folder
         self.replicas: dict[tuple[str, str], dict[tuple[str, int], tuple[Replica, dict[str, str]]]] = {}
@@ -78,8 +90,13 @@ class LocalOperators:
     def created(self, job: dict[str, Any]) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
         replicas = OPERATORS[job["kind"]].replicas(job)
-        ports = iter(free_ports(len(replicas[0].addresses)))
-        addresses = {address: f"localhost:{next(ports)}" for address in replicas[0].addresses}
+        if self.reach is not None:  # the names resolve on the replicas' hosts: nothing to map
+            addresses = {}
+            self.hosts[key] = ReplicaHosts({_name(r): r.address.rsplit(":", 1)[0] for r in replicas}, self.reach)
+            self.hosts[key].__enter__()
+        else:
+            ports = iter(free_ports(len(replicas[0].addresses)))
+            addresses = {address: f"localhost:{next(ports)}" for address in replicas[0].addresses}
         self.started[key] = time.monotonic()
         self.finished.discard(key)
         self.processes[key] = {}
@@ -93,14 +110,18 @@ class LocalOperators:
         `kubectl logs` of the new pod would carry on the replica's story here."""
         replica, addresses = self.replicas[key][replica_id]
         temp = container_temp(self.log_dir, replica.pod)
-        env = {**os.environ, **self.env, **replica.env, keys.ADDRESSES_ENV: json.dumps(addresses), "TMPDIR": temp}
+        env = {**os.environ, **self.env, **replica.env, "TMPDIR": temp}
+        env.update({keys.ADDRESSES_ENV: json.dumps(addresses)} if addresses else {})
         env.pop("KUBERNETES_SERVICE_HOST", None)
+        argv = self.argv_for(replica.container)
+        if key in self.hosts:
+            argv = self.hosts[key].hosts[_name(replica)].command(argv)
         log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
         with open(log_path, "a" if restart else "w", encoding="utf-8") as log:
             if restart:
                 log.write(f"\n---- replay: {restart} ----\n")
                 log.flush()
-            process = subprocess.Popen(self.argv_for(replica.container), stdout=log, stderr=subprocess.STDOUT,
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
         self.processes[key][replica.id] = process
         self.temps.setdefault(key, {})[replica.id] = temp
@@ -120,6 +141,8 @@ class LocalOperators:
                 process.wait()
         for temp in self.temps.pop(key, {}).values():
             shutil.rmtree(temp, ignore_errors=True)
+        if key in self.hosts:
+            self.hosts.pop(key).__exit__()
 
     def _monitor(self) -> None:
         while not self.stopping.wait(0.3):

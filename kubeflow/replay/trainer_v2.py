@@ -72,8 +72,8 @@ def replicas(job: dict[str, Any]) -> list[Replica]:
     name, trainer = job["metadata"]["name"], job["spec"].get("trainer") or {}
     nodes = int(trainer.get("numNodes", runtime()["spec"]["mlPolicy"]["numNodes"]))
     hosts = tuple(f"{host(name, index)}.{name}:{NAMES.PORT}" for index in range(nodes))
-    return [Replica(("node", index), pod_name(name, index), _container(job), environment(job, index), hosts)
-            for index in range(nodes)]
+    return [Replica(("node", index), pod_name(name, index), _container(job), environment(job, index), hosts,
+                    hosts[index]) for index in range(nodes)]
 
 
 def host(jobset: str, index: int) -> str:

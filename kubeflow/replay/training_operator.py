@@ -79,7 +79,9 @@ def replicas(job: dict[str, Any]) -> list[Replica]:
         template = job["spec"]["tfReplicaSpecs"][kind]["template"]["spec"]
         container = next(c for c in template["containers"] if c["name"] == keys.TFJob.CONTAINER)
         env = {**{e["name"]: e.get("value", "") for e in container.get("env", [])}, "TF_CONFIG": written(config)}
-        found.append(Replica((kind, index), pod_name(job["metadata"]["name"], kind, index), container, env, addresses))
+        own = config["cluster"][config["task"]["type"]][config["task"]["index"]]
+        found.append(Replica((kind, index), pod_name(job["metadata"]["name"], kind, index), container, env, addresses,
+                             own))
     return found
 
 

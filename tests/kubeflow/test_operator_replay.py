@@ -1,20 +1,24 @@
 """A Kubeflow file whose Trainer asks for several processes: the Trainer task launches an operator's job,
 and `tfxd replay` runs it on local stand-ins (kubeflow/replay/local_operators.py) for Kubeflow Trainer v2
 (a TrainJob: each node a process with the environment JobSet gives its pod) and the Training Operator (a
-TFJob: each replica a process with the TF_CONFIG the operator writes), addresses mapped to loopback ports.
-The stand-in cluster serves both, as a cluster with both installed: `operator: auto` takes the TrainJob.
+TFJob: each replica a process with the TF_CONFIG the operator writes). The stand-in cluster serves both,
+as a cluster with both installed: `operator: auto` takes the TrainJob.
 
 - The penguin example with 2 workers, its data, pipeline root and push destination on a Cloud Storage API
   server (tests/buckets/, the replay and every node in the namespace where Google's names lead there),
-  replays blessed and pushed as a TrainJob; the summary's strategy is multi_worker_mirrored with 2
-  replicas; the chief (node 0) alone wrote the model, on the bucket.
+  replays blessed and pushed as a TrainJob (its nodes' cluster addresses mapped to loopback ports); the
+  summary's strategy is multi_worker_mirrored with 2 replicas; the chief (node 0) alone wrote the model,
+  on the bucket.
 - The same Trainer task, run again with operator: tfjob as a chief, a worker and a parameter server,
   trains with ParameterServer to an exported model, reading the replay's examples on the bucket and writing
   its model there; its worker, killed mid-training, is created again by the operator and rejoins.
 - A node stopped mid-training fails the step naming it; the retried step resumes from the checkpoint
   BackupAndRestore kept on the bucket.
-  These two run the Trainer task and the replicas in the bucket's namespace, and the operators' stand-in
-  API on the host's end of its link, where the namespace reaches it.
+  These two run the Trainer task in the bucket's namespace, the operators' stand-in API on the host's end
+  of its link, where the namespace reaches it, and each replica on a host of its own
+  (components/trainer/replica_hosts.py): a namespace under its cluster name, at port 2222, running the
+  TF_CONFIG or JobSet environment its operator gives it verbatim, and reaching the bucket's front at
+  Google's names, as a pod does.
 - The file meets the open-source backend's rules and goes through kfp's own loader and compiler.
 """
 
@@ -32,7 +36,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.buckets.server import bucket_server
+from tests.buckets.server import GOOGLE_NAMES, bucket_server
 from tests.conformance.test_training_operator import accepted, stand_in
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
@@ -132,6 +136,7 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
             if task.poll() is None:
                 task.kill()
         logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
+    assert not operator.hosts  # each job's hosts went with its processes
     assert task.returncode == 0, output[-3000:]
     assert "(1 Chief, 1 Worker, 1 PS)" in output
     # the TFJob the Trainer task sent, judged by the Training Operator's own code (tests/conformance): taken,
@@ -157,12 +162,19 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
 
 
 def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen) -> str:
-    """SIGKILL the TFJob's worker 0 once the chief has trained an epoch; its pod's name."""
+    """SIGKILL the TFJob's worker 0 once the chief has trained an epoch; its pod's name. Every replica runs
+    on its own host: a namespace of its own, whose hosts file gives each replica's cluster name its address."""
     deadline = time.monotonic() + 300
     while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob("*-chief-0.log")):
         assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
         time.sleep(0.1)
     [job] = list(operator.processes)
+    hosts = operator.hosts[job].hosts
+    for (kind, index), process in operator.processes[job].items():
+        namespace = subprocess.run(["ip", "netns", "identify", str(process.pid)], capture_output=True,
+                                   text=True).stdout.strip()
+        assert namespace == hosts[f"{kind.lower()}-{index}"].namespace, (kind, index, namespace)
+        assert hosts[f"{kind.lower()}-{index}"].hostname == f"{job[1]}-{kind.lower()}-{index}.{job[0]}.svc"
     operator.processes[job][("Worker", 0)].kill()
     return f"{job[1]}-worker-0"
 
@@ -207,11 +219,13 @@ def _recording(created, made: list[dict]):
 
 def _operators(server, tmp_path: Path, project: str, env: dict) -> LocalOperators:
     """The operators' stand-in with its API on the host's end of the bucket's namespace link, and each
-    replica run in that namespace with a pod's view of the bucket (server.env())."""
+    replica on a host of its own that reaches the front there at Google's names, with a pod's view of the
+    bucket (server.env())."""
     def here(container: dict) -> list[str]:
-        return server.command(*this_python([*container["command"], *container["args"]]))
+        return this_python([*container["command"], *container["args"]])
 
-    return LocalOperators(str(tmp_path / "logs"), here, cwd=project, env={**server.env(), **env}, host=server.host)
+    return LocalOperators(str(tmp_path / "logs"), here, cwd=project, env={**server.env(), **env}, host=server.host,
+                          reach={server.host: list(GOOGLE_NAMES)})
 
 
 def _run_task(server, executor_input: dict, operator: LocalOperators, env: dict, cwd: str) -> subprocess.Popen:

@@ -50,6 +50,7 @@ class SlowEpochs(tf.keras.callbacks.Callback):
         time.sleep(0.5)
 """
 
+FROZEN_FOR = 12  # training.peer_timeout of the frozen-worker test
 ARGS = ("run", "spec.yaml", "--to", "Trainer", "--set", "beam.workers=1")
 WORKER_MODULE = "tfxd.components.trainer.local_worker"
 
@@ -118,14 +119,17 @@ def _newest_logs(folder: Path) -> Path:
     return Path(sorted(glob.glob(str(folder / "tfxd-runs" / "crash" / "runs" / "*" / "logs")))[-1])
 
 
-def _signal_worker_one_after_a_checkpoint(folder: Path, started: list, signum: int):
+def _signal_worker_one_after_a_checkpoint(folder: Path, started: list, signum: int, still_up_for: float = 0):
     """`tfxd run` of the project in ``folder``, whose worker 1 gets ``signum`` once the chief has backed up
-    an epoch (BackupAndRestore's checkpoint); the run, its workers by index, and its output once it ended."""
+    an epoch (BackupAndRestore's checkpoint); the run, its workers by index, and its output once it ended.
+    ``still_up_for``: seconds after the signal during which the run and worker 0 must keep running."""
     backups = folder / "tfxd-runs" / "crash" / "pipeline" / "Trainer" / ".backup"
     run = _tfxd(folder, started)
     workers = _wait_for(lambda: _both_workers(run, started), "2 workers", 240, run)
     _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
     workers[1].send_signal(signum)
+    time.sleep(still_up_for)
+    assert run.poll() is None and workers[0].is_running(), f"ended within {still_up_for} s of the signal"
     stdout, stderr = run.communicate(timeout=180)
     return run, workers, stdout, stderr
 
@@ -174,10 +178,13 @@ def test_a_frozen_worker_is_named_as_the_cause_and_every_process_ends(tmp_path, 
     """Worker 1 frozen (SIGSTOP: alive and silent, as a hung or partitioned pod) after its first epoch:
     TensorFlow's coordination service misses its heartbeats for training.peer_timeout seconds and fails
     worker 0, which reports it; tfxd names worker 1 as the cause, frozen, and worker 0 as the reporter, and
-    ends every process of the cluster, the frozen one too."""
+    ends every process of the cluster, the frozen one too. The bound is what ends it (the judge bites):
+    halfway to it, nothing has: without the coordination service's heartbeats the cluster would wait on
+    its frozen peer."""
     folder = _project(tmp_path)
-    (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", "  eval_steps: 1\n  peer_timeout: 3\n"))
-    run, workers, stdout, stderr = _signal_worker_one_after_a_checkpoint(folder, started, signal.SIGSTOP)
+    (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", f"  eval_steps: 1\n  peer_timeout: {FROZEN_FOR}\n"))
+    run, workers, stdout, stderr = _signal_worker_one_after_a_checkpoint(folder, started, signal.SIGSTOP,
+                                                                           still_up_for=FROZEN_FOR / 2)
     frozen = workers[1]
 
     assert run.returncode == 1, stdout + stderr
@@ -199,11 +206,13 @@ def _link_of(run: subprocess.Popen, replica_index: int) -> str:
     return f"{bridge}h{replica_index}"
 
 
-def _replica_hosts_left() -> str:
+def _replica_hosts_left(bridge: str) -> str:
+    """What is left of the hosts of bridge ``bridge``'s cluster: links, namespaces, hosts files."""
     listed = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    owned = [line for line in (listed + namespaces).splitlines() if "tfxdb" in line]
-    return "\n".join(owned + [str(p) for p in Path("/etc/netns").glob("tfxdb*")])
+    owned = [line for line in (listed + namespaces).splitlines() if f"{bridge}:" in line or f"{bridge}h" in line
+             or line.startswith(f"{bridge}-")]
+    return "\n".join(owned + [str(p) for p in Path("/etc/netns").glob(f"{bridge}-*")])
 
 
 @pytest.mark.reliability("environment fault")
@@ -236,11 +245,13 @@ def test_on_hosts_of_their_own_a_worker_cut_off_is_named_and_the_rerun_resumes(t
     assert "Run the same command again to resume" in message, message
     for process in workers.values():
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
-    assert _replica_hosts_left() == ""
+    bridge = link.split("h")[0]
+    assert _replica_hosts_left(bridge) == ""
 
     again = _tfxd(folder, started)
     stdout, stderr = again.communicate(timeout=240)
     assert again.returncode == 0, stdout + stderr
     chief_log = (_newest_logs(folder) / "trainer-worker-0.log").read_text()
     assert "> Trainer resumes at epoch " in chief_log and "Trainer epoch 10/10" in chief_log, chief_log[-3000:]
-    assert _replica_hosts_left() == ""
+    # its hosts gone too: no bridge of its own left (replica_hosts's owner files)
+    assert all(owner.read_text() != str(again.pid) for owner in Path("/run/tfxd-hosts").glob("*.pid"))

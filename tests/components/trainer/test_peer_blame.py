@@ -103,7 +103,7 @@ def test_without_a_lost_peer_the_failed_process_is_the_cause(processes):
 def test_on_hosts_of_their_own_the_replica_whose_link_is_down_is_the_cause_whichever_side_exited(processes):
     """Each side of a cut link loses the other (worker 1's log, when its own link was cut, names the leader
     worker 0 as unreachable): the link's state says which side was cut, and that one is named."""
-    with ReplicaHosts(["worker-0", "worker-1"]) as hosts:
+    with ReplicaHosts({"worker-0": "worker-0", "worker-1": "worker-1"}) as hosts:
         subprocess.run(["ip", "link", "set", hosts.hosts["worker-1"].link, "down"], check=True)
         cut = processes("worker-1", "exit 1", log="DeadlineExceededError: ... /tensorflow.CoordinationService/Heartbeat")
         reporter = processes("worker-0", "exit 1", log=ABORTED)

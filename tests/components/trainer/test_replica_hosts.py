@@ -5,6 +5,7 @@ cut link cuts it off; nothing is left behind, nor after an owner that died witho
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -36,7 +37,7 @@ def _send(host: replica_hosts.ReplicaHost, to: str, text: str) -> subprocess.Com
 
 
 def test_replicas_reach_each_other_by_name_at_2222_a_cut_link_cuts_one_off_and_nothing_is_left():
-    with ReplicaHosts(["chief-0", "worker-0", "ps-0"]) as hosts:
+    with ReplicaHosts({n: n for n in ("chief-0", "worker-0", "ps-0")}) as hosts:
         bridge = hosts.bridge
         chief, worker = hosts.hosts["chief-0"], hosts.hosts["worker-0"]
         hosts_file = Path("/etc/netns", worker.namespace, "hosts").read_text()
@@ -60,11 +61,11 @@ def test_a_dead_owners_hosts_are_swept_by_the_next_cluster():
     """A tfxd killed with its cluster up (SIGKILL runs no cleanup) leaves its namespaces; the next
     ReplicaHosts removes them, and keeps the ones whose owner lives."""
     script = ("import os, sys; from tfxd.components.trainer.replica_hosts import ReplicaHosts; "
-              "h = ReplicaHosts(['worker-0', 'worker-1']).__enter__(); print(h.bridge, flush=True); os._exit(0)")
+              "h = ReplicaHosts({'worker-0': 'worker-0', 'worker-1': 'worker-1'}).__enter__(); print(h.bridge, flush=True); os._exit(0)")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     orphan = done.stdout.strip()
     assert len(_left(orphan)) >= 4  # two namespaces, two links, the bridge, hosts files
-    with ReplicaHosts(["worker-0"]) as hosts:
+    with ReplicaHosts({"worker-0": "worker-0"}) as hosts:
         assert _left(orphan) == [] and _left(hosts.bridge)
     assert orphan not in replica_hosts.sweep()  # swept already
 
@@ -72,6 +73,31 @@ def test_a_dead_owners_hosts_are_swept_by_the_next_cluster():
 def test_without_root_it_says_what_to_do(monkeypatch):
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(HostsUnavailable, match=r"need root .*set targets.local.trainer.network to loopback"):
-        ReplicaHosts(["worker-0", "worker-1"]).__enter__()
-    with ReplicaHosts([]) as nothing:  # a loopback cluster asks for none and needs nothing
+        ReplicaHosts({"worker-0": "worker-0", "worker-1": "worker-1"}).__enter__()
+    with ReplicaHosts({}) as nothing:  # a loopback cluster asks for none and needs nothing
         assert nothing.hosts == {}
+
+
+def test_replicas_reach_this_machine_only_at_the_addresses_given():
+    """``reach``: a test's front on this machine, known by a name of its own in the replicas' hosts files,
+    is reached through the bridge; another of this machine's addresses is not (no route to it)."""
+    here, elsewhere = "10.204.255.1", "10.204.255.2"  # above every bridge's /24 (tfxdb0..249)
+    # two addresses of this machine on a link of their own (a veth pair: this kernel has no dummy links)
+    subprocess.run(["ip", "link", "add", "tfxdtest0", "type", "veth", "peer", "name", "tfxdtest1"], check=True)
+    try:
+        for address in (here, elsewhere):
+            subprocess.run(["ip", "addr", "add", f"{address}/32", "dev", "tfxdtest0"], check=True)
+        for link in ("tfxdtest0", "tfxdtest1"):
+            subprocess.run(["ip", "link", "set", link, "up"], check=True)
+        with socket.socket() as front, ReplicaHosts({"worker-0": "worker-0"}, reach={here: ["front.test"]}) as hosts:
+            front.bind(("0.0.0.0", 2222))
+            front.listen()
+            worker = hosts.hosts["worker-0"]
+            sent = _send(worker, "front.test", "hello from worker-0")
+            assert sent.returncode == 0, sent.stderr
+            connection, (source, _) = front.accept()
+            with connection:
+                assert connection.recv(64) == b"hello from worker-0" and source == worker.address
+            assert "Network is unreachable" in _send(worker, elsewhere, "x").stderr
+    finally:
+        subprocess.run(["ip", "link", "del", "tfxdtest0"], capture_output=True)
