@@ -23,6 +23,7 @@ from tfxd.pipeline.spec.placement import Placement
 from tfxd.pipeline.spec.targets import (
     TARGET_MODELS,
     TARGETS,
+    LocalTarget,
     TrainerCluster,
     VertexTrainer,
 )
@@ -90,6 +91,8 @@ def _check_target(loaded: LoadedSpec, target: str, problems: Problems) -> None:
                      f"add targets.{target} with {TARGET_MODELS[target].NEEDS}")
         return
     _check_strategy(spec.training.strategy, section.trainer, target, problems)  # type: ignore[attr-defined]
+    if isinstance(section, LocalTarget):
+        _check_replica_hosts(spec, section, problems)
     if section.ON_CLUSTER and spec.beam.needs_job_server:
         engine = ENGINES[spec.beam.runner]
         problems.add(("beam", "runner"), f"on {target} each Beam step submits to a Beam {engine.title} job server "
@@ -106,6 +109,16 @@ def _check_strategy(strategy: Strategy, cluster: TrainerCluster | VertexTrainer,
     refusal = cluster_refusal(strategy, cluster.workers, cluster.parameter_servers, f"targets.{target}.trainer")
     if refusal is not None:
         problems.add(("training", "strategy"), refusal.problem, refusal.fix)
+
+
+def _check_replica_hosts(spec: Spec, local: LocalTarget, problems: Problems) -> None:
+    """Replicas on hosts of their own reach each other and nothing else (components/trainer/replica_hosts.py):
+    not a bucket's API."""
+    buckets = sorted({value for key, value in spec.paths().items() if value and is_uri(value) and key[0] != "targets"})
+    if local.trainer.network == "hosts" and local.trainer.distributed and buckets:
+        problems.add(("targets", "local", "trainer", "network"), "replicas on hosts of their own reach only each "
+                     f"other, not a bucket: they could not read or write {', '.join(buckets)}",
+                     "use network: loopback (the default), or local paths")
 
 
 def _check_files(loaded: LoadedSpec, problems: Problems) -> None:

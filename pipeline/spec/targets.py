@@ -61,6 +61,10 @@ class LocalTrainer(TrainerCluster):
         "cluster's replicas; needs root and iproute2), at port 2222 under its replica name, as the pods of "
         "a TFJob: the TF_CONFIG a cluster writes runs verbatim, and a replica's link can be cut or slowed")
 
+    @property
+    def distributed(self) -> bool:
+        return self.workers > 1 or self.parameter_servers > 0
+
 
 class LocalTarget(TargetSection):
     ON_CLUSTER: ClassVar[bool] = False

@@ -29,7 +29,7 @@ def test_what_is_written_is_read_back(tmp_path):
 def test_the_keys_are_the_ones_the_replicas_and_tfx_read(tmp_path):
     config = TrainerCustomConfig({"training": {}}, ProcessCluster(), launcher=VERTEX_KEYS)
     assert config.to_json() == {CONFIG.SPEC: {"training": {}}, CONFIG.LABEL_ONLY: [],
-                                CONFIG.LOCAL_CLUSTER: {"workers": 1, "parameter_servers": 0}, **VERTEX_KEYS}
+                                CONFIG.LOCAL_CLUSTER: {"workers": 1, "parameter_servers": 0, "network": "loopback"}, **VERTEX_KEYS}
     facts = config.with_run_facts(None, None, "/b").to_json()  # no split counts, no spans: not written
     assert (facts[CONFIG.BACKUP_DIR], CONFIG.TRAIN_EXAMPLES in facts, CONFIG.SPANS in facts) == ("/b", False, False)
     tfjob = TrainerCustomConfig({}, operator_job=settings(tmp_path))

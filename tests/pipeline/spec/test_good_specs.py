@@ -53,7 +53,8 @@ def test_render_fills_every_default(project):
     assert data["model"]["metrics"] == ["accuracy"]
     assert data["evaluation"]["metrics"] == ["binary_accuracy", "auc"]
     assert data["training"]["callbacks"]["backup_and_restore"] is True
-    assert data["targets"]["local"] == {"orchestrator": "local", "trainer": {"workers": 1, "parameter_servers": 0}}
+    assert data["targets"]["local"] == {"orchestrator": "local", "trainer": {"workers": 1, "parameter_servers": 0,
+                                                                         "network": "loopback"}}
     assert data["label"]["column"] == "target"
 
 

@@ -323,6 +323,18 @@ def test_parameter_server_needs_parameter_servers_on_the_target(project):
 
 
 @pytest.mark.reliability("bad spec")
+def test_replicas_on_hosts_of_their_own_cannot_reach_a_bucket(project):
+    """They reach each other only (components/trainer/replica_hosts.py); on local paths they are fine."""
+    text = BASE_SPEC + "targets:\n  local:\n    trainer: {workers: 2, network: hosts}\n"
+    on_bucket = run_cli("validate", str(write_spec(project, text + "root: gs://runs/demo\n")), "--target", "local")
+    assert on_bucket.exit_code == 2, on_bucket.output
+    assert "targets.local.trainer.network: replicas on hosts of their own reach only each other, not a bucket: " \
+           "they could not read or write gs://runs/demo, gs://runs/demo/serving" in " ".join(on_bucket.output.split())
+    assert "use network: loopback" in on_bucket.output
+    assert run_cli("validate", str(write_spec(project, text)), "--target", "local").exit_code == 0
+
+
+@pytest.mark.reliability("bad spec")
 def test_missing_spec_file(project):
     result = run_cli("validate", str(project / "nope.yaml"))
     assert result.exit_code == 2
