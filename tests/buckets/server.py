@@ -14,7 +14,6 @@ test ends. Needs root (the suite's CI runs as root).
 from __future__ import annotations
 
 import contextlib
-import datetime
 import itertools
 import json
 import os
@@ -30,6 +29,7 @@ from pathlib import Path
 
 from tests.buckets.front import Front
 from tests.network_guard.sitecustomize import HOSTS_ENV
+from tfxd.kubeflow.replay.certificates import issued
 
 REPO = Path(__file__).resolve().parents[2]
 BINARY = REPO / "build" / "services" / "fake-gcs-server"
@@ -127,36 +127,6 @@ def _free_port(host: str = "127.0.0.1") -> int:
         return probe.getsockname()[1]
 
 
-def _certificates(folder: Path) -> tuple[str, str, str]:
-    """A CA made for the test and the front's certificate for Google's names, signed by it."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
-    now = datetime.datetime.now(datetime.timezone.utc)
-    ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "tfxd tests CA")])
-    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(hours=1))
-          .not_valid_after(now + datetime.timedelta(days=1))
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .sign(ca_key, hashes.SHA256()))
-    cert = (x509.CertificateBuilder()
-            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, GOOGLE_NAMES[0])]))
-            .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(hours=1)).not_valid_after(now + datetime.timedelta(days=1))
-            .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in GOOGLE_NAMES]), critical=False)
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-            .sign(ca_key, hashes.SHA256()))
-    paths = folder / "ca.pem", folder / "front.pem", folder / "front.key"
-    paths[0].write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    paths[1].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    paths[2].write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                           serialization.NoEncryption()))
-    return tuple(str(p) for p in paths)  # type: ignore[return-value]
-
-
 def _sh(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True, text=True)
 
@@ -217,7 +187,7 @@ def _serving(folder: Path, name: str, index: int, port: int) -> Iterator[BucketS
         front = None
         try:
             _wait_for(("127.0.0.1", port), server)
-            ca, cert, key = _certificates(folder)
+            ca, cert, key = issued(folder, GOOGLE_NAMES, "front")
             front = Front(host, http_port, ("127.0.0.1", port), cert, key).start()
             yield BucketServer(name, host, http_port, ("127.0.0.1", port), front, ca)
         finally:

@@ -185,15 +185,52 @@ def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
     folder."""
     summary = replayed["summary"]
     executor_input = json.loads((Path(summary["run_dir"]) / "Trainer" / "executor_input.json").read_text())
-    config = json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
+    config = _custom_config(executor_input)
     change(config)
-    executor_input["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
-    executor_input["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}
+    executor_input = _with_custom_config(executor_input, config)
     outputs = f"gs://{BUCKET}/again/{tmp_path.name}"
     for key, value in executor_input["outputs"]["artifacts"].items():
         value["artifacts"][0]["uri"] = f"{outputs}/Trainer/{key}"
     executor_input["outputs"]["outputFile"] = str(tmp_path / "executor_output.json")  # the pod's own disk
     return executor_input, outputs
+
+
+def _on_vertex(config: dict) -> None:
+    """The Trainer's custom_config as a spec with targets.vertex.trainer.workers 2 compiles it."""
+    from tfxd.components.trainer import vertex_job
+    from tfxd.pipeline.spec.targets import VertexTarget
+
+    target = VertexTarget.model_validate({"project": "tfxd-tests", "region": "europe-west4", "image": "tfxd:replay",
+                                          "root": f"gs://{BUCKET}/vertex", "trainer": {"workers": 2}})
+    del config["operator_job"]
+    config.update(vertex_job.custom_config(target))
+
+
+def _vertex_task(server, env: dict, cwd: str, invocation: dict) -> tuple[int, str]:
+    """The Trainer task with tfxd's Vertex executor, in the bucket's namespace as its pod: exit code, output."""
+    task = subprocess.Popen(
+        server.command(sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
+                       "--executor_class_path", "tfxd.components.trainer.vertex_job.Executor",
+                       "--json_serialized_invocation_args", json.dumps(invocation)),
+        env={**server.env(), **env}, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output = task.communicate(timeout=600)[0]
+        return task.returncode, output
+    finally:
+        if task.poll() is None:
+            task.kill()
+
+
+def _custom_config(executor_input: dict) -> dict:
+    return json.loads(executor_input["inputs"]["parameterValues"]["custom_config"])
+
+
+def _with_custom_config(executor_input: dict, config: dict) -> dict:
+    """``executor_input`` with the Trainer's custom_config ``config``."""
+    changed = json.loads(json.dumps(executor_input))
+    changed["inputs"]["parameterValues"]["custom_config"] = json.dumps(config)
+    changed["inputs"]["parameters"]["custom_config"] = {"stringValue": json.dumps(config)}
+    return changed
 
 
 def _backed_up(server, outputs: str) -> list[str]:
@@ -298,3 +335,78 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
     model = f"{outputs}/Trainer/model"
     assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
     assert not backed_up()  # a completed training leaves no backup
+
+
+def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_runs_its_pools(replayed, tmp_path):
+    """The replayed Trainer task's own executor input with targets.vertex.trainer's custom job (2 workers:
+    the chief's pool and a worker's), run with tfxd's Vertex executor: TFX's VertexJobClient sends the
+    CustomJob through aiplatform's gRPC client, unchanged, to Vertex's name, where the JobService stand-in
+    (kubeflow/replay/vertex_jobs.py) takes it; each pool's replica runs the command the job carries, on a
+    host of its own, with the CLUSTER_SPEC and TF_CONFIG Vertex gives it, and the chief exports the model
+    on the bucket."""
+    from google.cloud.aiplatform_v1.types import CustomJob
+
+    from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
+
+    executor_input, outputs = _trainer_task(replayed, tmp_path, _on_vertex)
+    server, project = replayed["server"], str(replayed["project"])
+    env = {"PYTHONPATH": project}
+
+    def here(container: dict) -> list[str]:
+        return this_python([*container.get("command", []), *container.get("args", [])])
+
+    with VertexJobs(str(tmp_path / "replicas"), here, env={**server.env(), **env}, host=server.host,
+                    reach={server.host: list(GOOGLE_NAMES)}) as jobs:
+        run_task = functools.partial(_vertex_task, server, {**env, **jobs.environment()}, project)
+        # the judge bites: a primary pool of 2 replicas is refused, and the task says why
+        pools = _custom_config(executor_input)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
+        refused, said = run_task(_with_custom_config(executor_input, _custom_config(executor_input) | {
+            "ai_platform_training_args": {"project": "tfxd-tests", "job_spec": {
+                "worker_pool_specs": [{**pools[0], "replica_count": 2}, *pools[1:]]}}}))
+        assert len(jobs.sent) == 1 and not jobs.jobs  # refused: no job made
+        code, output = run_task(executor_input)
+        request = jobs.sent[1]
+        [job] = jobs.jobs.values()
+        logs = {name: Path(path).read_text() for name, path in job.logs.items()}
+    assert refused != 0 and "InvalidArgument: 400 workerPoolSpecs[0] is the primary replica: its replicaCount must " \
+        "be 1, not 2" in said, said[-3000:]
+    assert code == 0, output[-3000:]
+    # the request as aiplatform's client sent it, read back into its own types
+    assert request.parent == "projects/tfxd-tests/locations/europe-west4"
+    spec = CustomJob.to_dict(request.custom_job)["job_spec"]
+    pools = spec["worker_pool_specs"]
+    assert [(int(p["replica_count"]), p["machine_spec"]["machine_type"], p["container_spec"]["image_uri"]) for p in pools] \
+        == [(1, "n1-standard-4", "tfxd:replay")] * 2
+    command = pools[0]["container_spec"]["command"]
+    assert command[:5] == ["python", "-m", "tfx.scripts.run_executor", "--executor_class_path",
+                           "tfxd.components.trainer.executor.Executor"]
+    assert request.custom_job.labels["tfx_executor"]
+    # each replica ran with Vertex's environment, and trained as one MultiWorkerMirrored cluster
+    assert set(logs) == {"workerpool0-0", "workerpool1-0"}
+    cluster_spec = json.loads(job.given["workerpool1-0"]["CLUSTER_SPEC"])
+    job_id = job.given["workerpool1-0"]["CLOUD_ML_JOB_ID"]
+    assert cluster_spec == {"cluster": {f"workerpool{p}": [f"cmle-training-workerpool{p}-{job_id}-0:2222"] for p in (0, 1)},
+                            "environment": "cloud", "task": {"type": "workerpool1", "index": 0, "trial": ""}}
+    assert json.loads(job.given["workerpool0-0"]["TF_CONFIG"])["task"] == {"type": "chief", "index": 0, "trial": ""}
+    assert "strategy=multi_worker_mirrored replicas=2 is_chief=True" in logs["workerpool0-0"], logs["workerpool0-0"][-3000:]
+    model = f"{outputs}/Trainer/model"
+    assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+
+
+def test_the_job_service_refuses_what_vertex_refuses():
+    """The worker-pool rules of Vertex's documentation (distributed-training: the first pool is the primary
+    replica alone), said back as INVALID_ARGUMENT, and a job that keeps them taken."""
+    from google.cloud.aiplatform_v1.types import CustomJob
+
+    from tfxd.kubeflow.replay.vertex_jobs import refusal
+
+    def job(*pools: dict) -> CustomJob:
+        return CustomJob(display_name="j", job_spec={"worker_pool_specs": list(pools)})
+
+    pool = {"replica_count": 1, "machine_spec": {"machine_type": "n1-standard-4"}, "container_spec": {"image_uri": "i"}}
+    assert refusal(job(pool, {**pool, "replica_count": 3})) is None
+    assert refusal(job({**pool, "replica_count": 2})) == ("workerPoolSpecs[0] is the primary replica: its replicaCount "
+                                                          "must be 1, not 2")
+    assert refusal(job()) == "a CustomJob has 1 to 4 worker pools, not 0"
+    assert refusal(job(pool, {"replica_count": 1, "container_spec": {"image_uri": "i"}})) == \
+        "workerPoolSpecs[1].machineSpec.machineType is required"
