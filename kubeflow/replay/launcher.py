@@ -24,7 +24,6 @@ from typing import Any
 
 from tfx.utils import name_utils
 
-from tfxd.components.trainer import executor as trainer_executor
 from tfxd.components.trainer import job_launch, vertex_job
 from tfxd.files import join, remove
 from tfxd.kubeflow.replay import forked_tasks
@@ -39,14 +38,15 @@ from tfxd.kubeflow.replay.ir import (
     title,
 )
 from tfxd.kubeflow.replay.local_operators import LocalOperators, container_temp
+from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
 
 NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
-# The Vertex custom-job Trainer launches replicas in the cloud; replayed, tfxd's Trainer trains here.
-_LOCAL_EXECUTORS = {name_utils.get_full_name(vertex_job.Executor): name_utils.get_full_name(trainer_executor.Executor)}
+# The Vertex custom-job Trainer runs as it is, against a local stand-in of Vertex's JobService (vertex_jobs.py).
+_VERTEX_EXECUTOR = name_utils.get_full_name(vertex_job.Executor)
 # Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
 _PRELOADED = forked_tasks.MODULE
 # The operator job's Trainer runs as it is, against local operators (local_operators.py).
@@ -147,13 +147,18 @@ class Launcher:
         self.index = index
         self.notes: list[str] = []
         self.operator: LocalOperators | None = None
+        self.vertex: VertexJobs | None = None
         self.preloaded: forked_tasks.Preloaded | None = None
 
     def close(self) -> None:
-        """Stop what the replay started beside the tasks (the local operators, the preloader)."""
+        """Stop what the replay started beside the tasks (the local operators, Vertex's JobService, the
+        preloader)."""
         if self.operator is not None:
             self.operator.__exit__()
             self.operator = None
+        if self.vertex is not None:
+            self.vertex.__exit__()
+            self.vertex = None
         if self.preloaded is not None:
             self.preloaded.close()
             self.preloaded = None
@@ -162,11 +167,7 @@ class Launcher:
         """The environment of a task whose Trainer launches an operator's job: the local operators' API as
         its cluster. The replicas run the replica container's command as this replay runs a task's."""
         if self.operator is None:
-            def argv_for(container: dict[str, Any]) -> list[str]:
-                return this_python([self.localize(part) for part in
-                                    [*container.get("command", []), *container.get("args", [])]])
-
-            self.operator = LocalOperators(os.path.join(self.replay.log_dir, "operators"), argv_for,
+            self.operator = LocalOperators(os.path.join(self.replay.log_dir, "operators"), self._replica_argv,
                                            cwd=self.replay.project_dir,
                                            env={"PYTHONPATH": env["PYTHONPATH"]}).__enter__()
             self.notes.append(f"{io.name}: its job ran on local stand-ins for Kubeflow Trainer v2 (a TrainJob: "
@@ -174,6 +175,21 @@ class Launcher:
                               "(a TFJob: each replica a process with the TF_CONFIG the operator writes); logs in "
                               f"{self.operator.log_dir}")
         return {**self.operator.environment(REPLAY_NAMESPACE), "KUBERNETES_SERVICE_HOST": ""}
+
+    def _vertex_jobs(self, io: TaskIO, env: dict[str, str]) -> dict[str, str]:
+        """The environment of a task whose Trainer launches a Vertex custom job: gRPC's way to the local
+        JobService at Vertex's name, and credentials for aiplatform where the replay has none."""
+        if self.vertex is None:
+            self.vertex = VertexJobs(os.path.join(self.replay.log_dir, "vertex-jobs"), self._replica_argv,
+                                     env={"PYTHONPATH": env["PYTHONPATH"]}, cwd=self.replay.project_dir).__enter__()
+            self.notes.append(f"{io.name}: its Vertex custom job ran on a local stand-in of Vertex's JobService "
+                              "(each worker pool's replicas a process with the CLUSTER_SPEC and TF_CONFIG Vertex "
+                              f"gives it); logs in {self.vertex.log_dir}")
+        return self.vertex.environment(env)
+
+    def _replica_argv(self, container: dict[str, Any]) -> list[str]:
+        """A replica's command (an operator's pod, a Vertex pool's replica), as this replay runs a task's."""
+        return this_python([self.localize(part) for part in [*container.get("command", []), *container.get("args", [])]])
 
     def artifact_name(self, task: str, key: str) -> str:
         return f"{NAME_PREFIX}/{self.pipeline}/{self.replay.run_id}/{task}/{key}"
@@ -273,6 +289,8 @@ class Launcher:
             env[item["name"]] = self.localize(item.get("value", ""))
         if _OPERATOR_EXECUTOR in argv:
             env.update(self._training_operator(io, env))
+        if _VERTEX_EXECUTOR in argv:
+            env.update(self._vertex_jobs(io, env))
         shown = [arg if len(arg) < 300 else f"<{len(arg)} characters: {input_path}>" for arg in argv]
         temp = container_temp(self.replay.log_dir, f"{io.name}-{phase}")
         try:
@@ -307,8 +325,8 @@ class Launcher:
             raise TaskFailed(io.name, f"cannot start {argv[0]}: {exc.strerror}", io.log) from exc
 
     def _argv(self, io: TaskIO, spec: dict[str, Any], executor_input: dict[str, Any], phase: str) -> list[str]:
-        """The container's command and args, localized, placeholders filled, Beam and the Vertex
-        Trainer swapped for their local stand-ins."""
+        """The container's command and args, localized, placeholders filled, Beam swapped for its local
+        stand-in."""
         command = [self.localize(part) for part in spec.get("command", [])]
         args = [self.localize(part) for part in spec.get("args", [])]
         if not command and not args:
@@ -318,12 +336,6 @@ class Launcher:
             args = beam_args.in_memory(args)
         elif tfx and self.replay.engine is not None:
             args = beam_args.on_engine_here(args, self.replay.engine.job_endpoint, self.replay.engine.worker_pool)
-        if tfx and "--executor_class_path" in args:
-            at = args.index("--executor_class_path") + 1
-            if at < len(args) and args[at] in _LOCAL_EXECUTORS:
-                self.notes.append(f"{io.name}: {args[at]} replaced by {_LOCAL_EXECUTORS[args[at]]} (one local "
-                                  "process instead of a Vertex custom job)")
-                args[at] = _LOCAL_EXECUTORS[args[at]]
         argv = []
         for part in [*command, *args]:
             value = substitute(part, lambda expression: self._placeholder(io, expression, executor_input))

@@ -38,7 +38,7 @@ import subprocess
 import tempfile
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent import futures
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +64,14 @@ SERVICE = "google.cloud.aiplatform.v1.JobService"
 ENDPOINT_SUFFIX = "-aiplatform.googleapis.com"  # TFX dials {region}-aiplatform.googleapis.com (training_clients.py)
 LONG_POLL_SECONDS = 600  # GetCustomJob waits at most this long for the job to end
 _ENDED = (JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED)
+
+
+def _credentials_in(env: Mapping[str, str]) -> bool:
+    """Whether google.auth.default() finds credentials of the user's in ``env``: a key file, a metadata
+    server named, or gcloud's application-default login (google/auth/_default.py, in its order)."""
+    config = env.get("CLOUDSDK_CONFIG") or os.path.join(os.path.expanduser("~"), ".config", "gcloud")
+    return bool(env.get("GOOGLE_APPLICATION_CREDENTIALS") or env.get("GCE_METADATA_HOST")
+                or os.path.exists(os.path.join(config, "application_default_credentials.json")))
 
 
 def refusal(job: CustomJob) -> str | None:
@@ -101,8 +109,9 @@ class VertexJobs:
     CreateCustomJobRequest as it arrived."""
 
     def __init__(self, log_dir: str, argv_for: Callable[[dict[str, Any]], list[str]], env: dict[str, str] | None = None,
-                 host: str = "127.0.0.1", reach: dict[str, list[str]] | None = None) -> None:
+                 host: str = "127.0.0.1", reach: dict[str, list[str]] | None = None, cwd: str | None = None) -> None:
         self.log_dir, self.argv_for, self.env, self.host, self.reach = log_dir, argv_for, env or {}, host, reach
+        self.cwd = cwd
         self.sent: list[CreateCustomJobRequest] = []
         self.jobs: dict[str, _Job] = {}
         self.changed = threading.Condition()
@@ -138,10 +147,32 @@ class VertexJobs:
         self.server.stop(grace=None)
         shutil.rmtree(self.folder, ignore_errors=True)
 
-    def environment(self) -> dict[str, str]:
-        """What the Trainer task needs to reach this JobService as Vertex: gRPC's proxy and its roots."""
-        return {"grpc_proxy": f"http://{self.host}:{self.proxy.server_address[1]}",
-                "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": self.ca}
+    def environment(self, task_env: Mapping[str, str] | None = None) -> dict[str, str]:
+        """What the Trainer task needs to reach this JobService as Vertex: gRPC's proxy and its roots; and,
+        where ``task_env`` gives google.auth nothing to find (no key file, no metadata server, no gcloud
+        login), a service-account key made for the replay: aiplatform signs its own token with it (a
+        self-signed JWT, its `always_use_jwt_access`), which this service takes unchecked, so no token
+        server is asked."""
+        given = {"grpc_proxy": f"http://{self.host}:{self.proxy.server_address[1]}",
+                 "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH": self.ca}
+        if task_env is not None and not _credentials_in(task_env):
+            given["GOOGLE_APPLICATION_CREDENTIALS"] = self._key()
+        return given
+
+    def _key(self) -> str:
+        path = os.path.join(self.folder, "service-account.json")
+        if not os.path.exists(path):
+            from cryptography.hazmat.primitives import serialization  # noqa: PLC0415 - made on first use
+            from cryptography.hazmat.primitives.asymmetric import rsa  # noqa: PLC0415
+
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode("ascii")
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump({"type": "service_account", "project_id": "tfxd-replay", "private_key_id": "replay",
+                           "private_key": pem, "client_email": "tfxd-replay@tfxd-replay.iam.gserviceaccount.com",
+                           "client_id": "1", "token_uri": "https://oauth2.googleapis.com/token"}, handle)
+        return path
 
     def _create(self, request: CreateCustomJobRequest, context: grpc.ServicerContext) -> CustomJob:
         self.sent.append(request)
@@ -212,7 +243,7 @@ class VertexJobs:
                 job.logs[replica] = os.path.join(self.log_dir, f"{job_id}-{replica}.log")
                 with open(job.logs[replica], "w", encoding="utf-8") as log:
                     job.processes[replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                              stdin=subprocess.DEVNULL, env=env)
+                                                              stdin=subprocess.DEVNULL, env=env, cwd=self.cwd)
 
     def _monitor(self) -> None:
         while not self.stopping.wait(0.3):

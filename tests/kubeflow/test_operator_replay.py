@@ -410,3 +410,21 @@ def test_the_job_service_refuses_what_vertex_refuses():
     assert refusal(job()) == "a CustomJob has 1 to 4 worker pools, not 0"
     assert refusal(job(pool, {"replica_count": 1, "container_spec": {"image_uri": "i"}})) == \
         "workerPoolSpecs[1].machineSpec.machineType is required"
+
+
+def test_a_replay_without_google_credentials_gets_a_key_aiplatform_signs_its_own_token_with(tmp_path, monkeypatch):
+    """google.auth finds nothing of the user's (no key file, no metadata server, no gcloud login): the task is
+    given a service-account key made for the replay, which google-auth reads as a service account's; where
+    it finds the user's, nothing is added."""
+    from google.oauth2 import service_account
+
+    from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
+
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "gcloud"))
+    with VertexJobs(str(tmp_path / "logs"), lambda container: []) as jobs:
+        bare = jobs.environment({"CLOUDSDK_CONFIG": str(tmp_path / "gcloud")})
+        key = service_account.Credentials.from_service_account_file(bare["GOOGLE_APPLICATION_CREDENTIALS"])
+        assert key.service_account_email == "tfxd-replay@tfxd-replay.iam.gserviceaccount.com"
+        assert bare["grpc_proxy"].startswith("http://127.0.0.1:") and os.path.isfile(bare["GRPC_DEFAULT_SSL_ROOTS_FILE_PATH"])
+        assert "GOOGLE_APPLICATION_CREDENTIALS" not in jobs.environment({"GCE_METADATA_HOST": "10.0.0.1:80"})
+    assert not os.path.exists(bare["GOOGLE_APPLICATION_CREDENTIALS"])  # gone with the service

@@ -216,13 +216,20 @@ def test_the_kubeflow_replay_takes_the_vertex_replays_pushed_model_as_baseline(t
 @pytest.mark.xdist_group("tests/kubeflow/test_replay.py: the other examples")  # shares no module fixture
 @pytest.mark.parametrize(("example", "pipeline"), [("digits", "digits-cnn")])  # penguin: test_operator_replay.py
 def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, pipeline):
-    """Each example as shipped, compiled for Kubeflow with its data and roots on a bucket, replays end to end:
-    every task ran, the model is blessed and pushed to the bucket."""
-    files = compiled_on_bucket(tmp_path_factory, example, "tfxd-examples")
+    """Each example as shipped, compiled for Vertex with its data and roots on a bucket and its Trainer a
+    custom job of 2 workers, replays end to end: every task ran, the Trainer's custom job went to the
+    replay's JobService stand-in through aiplatform's own client (kubeflow/replay/vertex_jobs.py) and ran its
+    two pools' replicas, the model is blessed and pushed to the bucket."""
+    files = compiled_on_bucket(tmp_path_factory, example, "tfxd-examples", "targets.vertex.trainer.workers=2",
+                               targets=("vertex",))
     with bucket_server(tmp_path_factory.mktemp("bucket-server")) as server:
         server.create_bucket("tfxd-examples")
         server.upload_folder(REPO / "examples" / "data" / example, "tfxd-examples", f"data/{example}")
-        _, summary = replay_on_bucket(server, files["kubeflow"], files)
+        _, summary = replay_on_bucket(server, files["vertex"], files)
+        replicas = sorted(path.name.split("-", 1)[1] for path in (Path(summary["run_dir"]) / "logs" / "vertex-jobs").glob("*.log"))
+        assert replicas == ["workerpool0-0.log", "workerpool1-0.log"], replicas
+        [note] = [n for n in summary["notes"] if n.startswith("Trainer: its Vertex custom job ran on a local stand-in")]
+        assert str(Path(summary["run_dir"]) / "logs" / "vertex-jobs") in note, note
         assert summary["pipeline"] == pipeline and summary["status"] == "ok"
         assert {task["name"]: task["status"] for task in summary["tasks"]} == {
             **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
