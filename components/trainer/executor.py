@@ -4,9 +4,9 @@
   restart) go into its custom_config.
 - Only the chief writes serving_model_dir: a non-chief replica that leaves no model is fine.
 - ``local_cluster`` (targets.local.trainer with workers > 1 or parameter servers) runs the training as
-  localhost processes with their own TF_CONFIG (see local_cluster.py).
+  local processes with their own TF_CONFIG, on localhost or on hosts of their own (see local_cluster.py).
 
-The other ways the Trainer runs sit beside it: local_cluster.py (localhost processes), vertex_job.py
+The other ways the Trainer runs sit beside it: local_cluster.py (local processes), vertex_job.py
 (a Vertex AI custom job whose replicas run this executor), job_launch.py (a Kubeflow Trainer v2
 TrainJob, trainjob.py, or a TFJob, tfjob.py, whose replicas run it through operator_replica.py).
 """

@@ -7,8 +7,8 @@ executor in the pipeline image. Vertex sets CLUSTER_SPEC in every replica; the p
 and picks the strategy (MultiWorkerMirrored, or ParameterServer when there are ps).
 
 TFX's Google Cloud extension launches and follows the job (it imports the aiplatform SDK, so this
-module is imported only where a Vertex Trainer is compiled or run). `tfxd replay` runs the same task
-with executor.Executor, in one local process.
+module is imported only where a Vertex Trainer is compiled or run). `tfxd replay` runs the same task,
+sending the job to a local stand-in of Vertex's JobService (kubeflow/replay/vertex_jobs.py).
 """
 
 from __future__ import annotations

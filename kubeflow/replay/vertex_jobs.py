@@ -20,10 +20,10 @@ environment Vertex gives a replica: CLUSTER_SPEC (`workerpoolN` pools, the task'
 both of which aiplatform's own profiler reads (training_utils/cloud_profiler/plugins/tensorflow/
 tf_profiler.py: a chief is `workerpool0` or `chief`), and CLOUD_ML_JOB_ID. Their cluster addresses
 (`cmle-training-workerpool1-<job>-0:2222`) resolve on hosts of their own (``reach``, replica_hosts.py)
-or are mapped to loopback ports (keys.ADDRESSES_ENV). The job succeeds when every replica of the
-primary, worker and evaluator pools has exited 0 (the parameter servers are then stopped), fails when any
-replica fails, naming it and its log, and GetCustomJob answers when the job has ended (a long poll:
-TFX asks once right after creating it, then every 30 s, runner._POLLING_INTERVAL_IN_SECONDS).
+or are mapped to loopback ports (keys.ADDRESSES_ENV). The job succeeds when the primary replica has
+exited 0 (the others are then stopped), fails when any replica fails, naming it and its log, and
+GetCustomJob answers when the job has ended (a long poll: TFX asks once right after creating it, then
+every 30 s, runner._POLLING_INTERVAL_IN_SECONDS).
 """
 
 from __future__ import annotations
@@ -62,6 +62,7 @@ from tfxd.trainer_module.cluster import VERTEX_POOLS
 
 SERVICE = "google.cloud.aiplatform.v1.JobService"
 ENDPOINT_SUFFIX = "-aiplatform.googleapis.com"  # TFX dials {region}-aiplatform.googleapis.com (training_clients.py)
+PRIMARY = "workerpool0-0"  # the primary replica, which "reports status for the job as a whole" (the page above)
 LONG_POLL_SECONDS = 600  # GetCustomJob waits at most this long for the job to end
 _ENDED = (JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED)
 
@@ -140,8 +141,10 @@ class VertexJobs:
 
     def __exit__(self, *exc: object) -> None:
         self.stopping.set()
-        for job in list(self.jobs.values()):
-            self._stop(job)
+        with self.changed:
+            for job in list(self.jobs.values()):
+                self._stop(job)
+            self.changed.notify_all()  # a GetCustomJob waiting answers now
         self.proxy.shutdown()
         self.proxy.server_close()
         self.server.stop(grace=None)
@@ -252,12 +255,15 @@ class VertexJobs:
                     self._follow(job)
 
     def _follow(self, job: _Job) -> None:
+        """The job's state from its replicas': failed when one failed, naming it; succeeded when the primary
+        replica did (it reports for the job as a whole; the others, parameter servers and ParameterServer
+        workers among them, which serve until stopped, are then stopped)."""
         codes = {name: process.poll() for name, process in job.processes.items()}
         failed = next((name for name, code in codes.items() if code not in (None, 0)), None)
         if failed is not None:
-            self._end(job, JobState.JOB_STATE_FAILED, f"The replica {failed} exited with a non-zero status of "
-                      f"{stops.ended(codes[failed])}; its log: {job.logs[failed]}")
-        elif all(code == 0 for name, code in codes.items() if not name.startswith("workerpool2-")):
+            self._end(job, JobState.JOB_STATE_FAILED, f"The replica {failed} {stops.ended(codes[failed])}; its "
+                      f"log: {job.logs[failed]}")
+        elif codes.get(PRIMARY) == 0:
             self._end(job, JobState.JOB_STATE_SUCCEEDED, "")
 
     def _end(self, job: _Job, state: int, error: str) -> None:
