@@ -14,6 +14,7 @@ namespaces behind; the next ReplicaHosts removes those whose owner is gone (each
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import shutil
 import subprocess
@@ -70,9 +71,10 @@ class ReplicaHosts:
         if shutil.which("ip") is None:
             raise HostsUnavailable("hosts of their own need iproute2's `ip`: install it (apt-get install "
                                    "iproute2), or set targets.local.trainer.network to loopback")
-        sweep()
         try:
-            number = self._bridge()
+            with _claiming():  # one process at a time sweeps and takes a number: none removes another's
+                _sweep()
+                number = self._bridge()
             for index, (name, hostname) in enumerate(self.replicas.items()):
                 self.hosts[name] = self._host(number, index, name, hostname)
             hosts_file = _hosts_file(self.hosts.values(), self.reach)
@@ -86,7 +88,8 @@ class ReplicaHosts:
 
     def __exit__(self, *exc: object) -> None:
         if self.bridge is not None:
-            _remove(self.bridge)
+            with _claiming():  # its number is free only once its owner file is gone
+                _remove(self.bridge)
         self.bridge = None
 
     def cut_off(self, name: str) -> str | None:
@@ -103,7 +106,6 @@ class ReplicaHosts:
 
     def _bridge(self) -> int:
         """A bridge of a free number, owned by this process."""
-        _OWNERS.mkdir(parents=True, exist_ok=True)
         for number in [(os.getpid() + k) % _CLUSTERS for k in range(_CLUSTERS)]:
             name = f"tfxdb{number}"
             try:
@@ -180,8 +182,22 @@ def _remove(bridge: str) -> None:
         (_OWNERS / f"{bridge}.pid").unlink()
 
 
+@contextlib.contextmanager
+def _claiming():
+    """This machine's lock on sweeping and taking bridge numbers, held by one process at a time."""
+    _OWNERS.mkdir(parents=True, exist_ok=True)
+    with open(_OWNERS / "lock", "w", encoding="ascii") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def sweep() -> list[str]:
     """Remove the bridges (and their namespaces) whose owner process is gone; their names."""
+    with _claiming():
+        return _sweep()
+
+
+def _sweep() -> list[str]:
     swept = []
     with contextlib.suppress(OSError):
         for owner in _OWNERS.glob("tfxdb*.pid"):
