@@ -20,10 +20,19 @@ environment Vertex gives a replica: CLUSTER_SPEC (`workerpoolN` pools, the task'
 both of which aiplatform's own profiler reads (training_utils/cloud_profiler/plugins/tensorflow/
 tf_profiler.py: a chief is `workerpool0` or `chief`), and CLOUD_ML_JOB_ID. Their cluster addresses
 (`cmle-training-workerpool1-<job>-0:2222`) resolve on hosts of their own (``reach``, replica_hosts.py)
-or are mapped to loopback ports (keys.ADDRESSES_ENV). The job succeeds when the primary replica has
-exited 0 (the others are then stopped), fails when any replica fails, naming it and its log, and
-GetCustomJob answers when the job has ended (a long poll: TFX asks once right after creating it, then
-every 30 s, runner._POLLING_INTERVAL_IN_SECONDS).
+or are mapped to loopback ports (keys.ADDRESSES_ENV). GetCustomJob answers when the job has ended (a
+long poll: TFX asks once right after creating it, then every 30 s, runner._POLLING_INTERVAL_IN_SECONDS).
+
+A replica's end is taken as Vertex takes it (https://cloud.google.com/vertex-ai/docs/training/
+understanding-training-service, "Restart workers during the training job" and "Handle common errors"):
+the job succeeds when the primary replica exits 0, and the others are stopped. A replica that exits with
+an error ("User code exception") or runs out of memory is a permanent error: the job fails with Vertex's
+message, `The replica workerpool1-0 exited with a non-zero status of 1. Termination reason: Error.`
+(error code 3, as Vertex's failed jobs carry it), and this service adds the replica's log. A replica
+killed from outside (SIGKILL or SIGTERM: here what a VM lost to maintenance or preemption is to Vertex)
+is restarted with the same hostname and environment, up to 5 times; past them, or when a replica ends by
+SIGABRT or SIGSEGV (the exits the page calls possibly transient), the whole job is run again, up to 3
+times, before it fails. An out-of-memory kill cannot be told from another SIGKILL here: both restart.
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import contextlib
 import json
 import os
 import shutil
+import signal
 import socket
 import socketserver
 import subprocess
@@ -64,6 +74,11 @@ SERVICE = "google.cloud.aiplatform.v1.JobService"
 ENDPOINT_SUFFIX = "-aiplatform.googleapis.com"  # TFX dials {region}-aiplatform.googleapis.com (training_clients.py)
 PRIMARY = "workerpool0-0"  # the primary replica, which "reports status for the job as a whole" (the page above)
 LONG_POLL_SECONDS = 600  # GetCustomJob waits at most this long for the job to end
+REPLICA_RESTARTS = 5  # Vertex restarts a replica up to 5 times (the page above) ...
+JOB_RETRIES = 3  # ... then runs the whole job again up to 3 times before it fails
+USER_ERROR = 3  # the error code of a job failed by its code (Vertex's failed jobs carry `code: 3`)
+CANCELLED = 1  # google.rpc's CANCELLED, a cancelled job's
+_TRANSIENT = (signal.SIGABRT, signal.SIGSEGV)  # exits Vertex retries the job for (its "Handle common errors")
 _ENDED = (JobState.JOB_STATE_SUCCEEDED, JobState.JOB_STATE_FAILED, JobState.JOB_STATE_CANCELLED)
 
 
@@ -99,6 +114,9 @@ class _Job:
     processes: dict[str, Any] = field(default_factory=dict)  # replica name (workerpool1-0) -> Popen
     logs: dict[str, str] = field(default_factory=dict)
     given: dict[str, dict[str, str]] = field(default_factory=dict)  # replica -> what Vertex set in its environment
+    launches: dict[str, tuple[list[str], dict[str, str]]] = field(default_factory=dict)  # replica -> argv, env
+    restarts: dict[str, int] = field(default_factory=dict)  # replica -> restarts in this attempt
+    retries: int = 0  # the whole job's
     hosts: ReplicaHosts | None = None
 
 
@@ -210,7 +228,8 @@ class VertexJobs:
         view = CustomJob(name=job.name, display_name=job.sent.display_name, job_spec=job.sent.job_spec,
                          labels=dict(job.sent.labels), state=job.state)
         if job.error:
-            view.error = status_pb2.Status(code=13, message=job.error)
+            cancelled = job.state == JobState.JOB_STATE_CANCELLED
+            view.error = status_pb2.Status(code=CANCELLED if cancelled else USER_ERROR, message=job.error)
         return view
 
     def _start(self, job: _Job, job_id: str) -> None:
@@ -244,9 +263,19 @@ class VertexJobs:
                 if job.hosts is not None:
                     argv = job.hosts.hosts[replica].command(argv)
                 job.logs[replica] = os.path.join(self.log_dir, f"{job_id}-{replica}.log")
-                with open(job.logs[replica], "w", encoding="utf-8") as log:
-                    job.processes[replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                                              stdin=subprocess.DEVNULL, env=env, cwd=self.cwd)
+                job.launches[replica] = (argv, env)
+                self._launch(job, replica)
+
+    def _launch(self, job: _Job, replica: str, again: str | None = None) -> None:
+        """``replica``'s process; started ``again`` (why) it appends to its log, as Cloud Logging carries
+        a restarted replica's story on under its name."""
+        argv, env = job.launches[replica]
+        with open(job.logs[replica], "a" if again else "w", encoding="utf-8") as log:
+            if again:
+                log.write(f"\n---- replay: {again} ----\n")
+                log.flush()
+            job.processes[replica] = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                                                      stdin=subprocess.DEVNULL, env=env, cwd=self.cwd)
 
     def _monitor(self) -> None:
         while not self.stopping.wait(0.3):
@@ -255,20 +284,45 @@ class VertexJobs:
                     self._follow(job)
 
     def _follow(self, job: _Job) -> None:
-        """The job's state from its replicas': failed when one failed, naming it; succeeded when the primary
-        replica did (it reports for the job as a whole; the others, parameter servers and ParameterServer
-        workers among them, which serve until stopped, are then stopped)."""
+        """The job's state from its replicas' (the module's docstring): succeeded when the primary replica
+        exited 0 (the others, parameter servers and ParameterServer workers among them, which serve until
+        stopped, are then stopped); a replica killed from outside restarted; else failed, or run again."""
         codes = {name: process.poll() for name, process in job.processes.items()}
-        failed = next((name for name, code in codes.items() if code not in (None, 0)), None)
-        if failed is not None:
-            self._end(job, JobState.JOB_STATE_FAILED, f"The replica {failed} {stops.ended(codes[failed])}; its "
-                      f"log: {job.logs[failed]}")
-        elif codes.get(PRIMARY) == 0:
+        if codes.get(PRIMARY) == 0:
             self._end(job, JobState.JOB_STATE_SUCCEEDED, "")
+            return
+        for replica, code in codes.items():
+            if code in (None, 0):
+                continue
+            status = code if code >= 0 else 128 - code  # as the container's exit status reads
+            said = f"The replica {replica} exited with a non-zero status of {status}."
+            restarts = job.restarts.get(replica, 0)
+            if stops.by_signal(code) and -code not in _TRANSIENT and status - 128 not in _TRANSIENT \
+                    and restarts < REPLICA_RESTARTS:
+                job.restarts[replica] = restarts + 1
+                self._launch(job, replica, f"{said} Vertex restarts it with the same hostname (restart "
+                                           f"{restarts + 1} of {REPLICA_RESTARTS})")
+            elif stops.by_signal(code) and job.retries < JOB_RETRIES:
+                self._retry(job, f"{said} Vertex runs the job again (retry {job.retries + 1} of {JOB_RETRIES})")
+            else:
+                self._end(job, JobState.JOB_STATE_FAILED, f"{said} Termination reason: Error. Its log (the "
+                          f"replay's): {job.logs[replica]}")
+            return
+
+    def _retry(self, job: _Job, why: str) -> None:
+        """The whole job run again: every replica stopped and started anew, on the same hosts."""
+        job.retries += 1
+        job.restarts.clear()
+        for process in job.processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        for replica in job.launches:
+            self._launch(job, replica, why)
 
     def _end(self, job: _Job, state: int, error: str) -> None:
+        self._stop(job)  # ended only once every replica is
         job.state, job.error = state, error
-        self._stop(job)
         self.changed.notify_all()
 
     @staticmethod

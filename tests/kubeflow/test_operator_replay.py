@@ -196,25 +196,32 @@ def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
 
 
 def _on_vertex(config: dict) -> None:
-    """The Trainer's custom_config as a spec with targets.vertex.trainer.workers 2 compiles it."""
+    """The Trainer's custom_config as a spec with targets.vertex.trainer of a chief, a worker and a
+    parameter server compiles it, the training slowed a little at each epoch's end."""
     from tfxd.components.trainer import vertex_job
     from tfxd.pipeline.spec.targets import VertexTarget
 
     target = VertexTarget.model_validate({"project": "tfxd-tests", "region": "europe-west4", "image": "tfxd:replay",
-                                          "root": f"gs://{BUCKET}/vertex", "trainer": {"workers": 2}})
+                                          "root": f"gs://{BUCKET}/vertex",
+                                          "trainer": {"workers": 1, "parameter_servers": 1}})
     del config["operator_job"]
     config.update(vertex_job.custom_config(target))
+    config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
 
 
-def _vertex_task(server, env: dict, cwd: str, invocation: dict) -> tuple[int, str]:
-    """The Trainer task with tfxd's Vertex executor, in the bucket's namespace as its pod: exit code, output."""
-    task = subprocess.Popen(
+def _vertex_task(server, env: dict, cwd: str, invocation: dict) -> subprocess.Popen:
+    """The Trainer task with tfxd's Vertex executor, in the bucket's namespace as its pod."""
+    return subprocess.Popen(
         server.command(sys.executable, "-m", "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor",
                        "--executor_class_path", "tfxd.components.trainer.vertex_job.Executor",
                        "--json_serialized_invocation_args", json.dumps(invocation)),
         env={**server.env(), **env}, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _ended(task: subprocess.Popen, seconds: float = 600) -> tuple[int, str]:
+    """The task's exit code and output, once it ends (killed past ``seconds``)."""
     try:
-        output = task.communicate(timeout=600)[0]
+        output = task.communicate(timeout=seconds)[0]
         return task.returncode, output
     finally:
         if task.poll() is None:
@@ -337,20 +344,25 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
     assert not backed_up()  # a completed training leaves no backup
 
 
-def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_runs_its_pools(replayed, tmp_path):
-    """The replayed Trainer task's own executor input with targets.vertex.trainer's custom job (2 workers:
-    the chief's pool and a worker's), run with tfxd's Vertex executor: TFX's VertexJobClient sends the
-    CustomJob through aiplatform's gRPC client, unchanged, to Vertex's name, where the JobService stand-in
-    (kubeflow/replay/vertex_jobs.py) takes it; each pool's replica runs the command the job carries, on a
-    host of its own, with the CLUSTER_SPEC and TF_CONFIG Vertex gives it, and the chief exports the model
-    on the bucket."""
+def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_rides_out_its_worker_killed(replayed,
+                                                                                                tmp_path):
+    """The replayed Trainer task's own executor input with targets.vertex.trainer's custom job (a chief, a
+    worker and a parameter server: three pools), run with tfxd's Vertex executor: TFX's VertexJobClient
+    sends the CustomJob through aiplatform's gRPC client, unchanged, to Vertex's name, where the JobService
+    stand-in (kubeflow/replay/vertex_jobs.py) takes it; each pool's replica runs the command the job
+    carries, on a host of its own, with the CLUSTER_SPEC and TF_CONFIG Vertex gives it. The worker, killed
+    after the first epoch (a VM lost), is restarted by the service with the same hostname, as Vertex
+    restarts it; the coordinator takes it back and the chief exports the model on the bucket."""
     from google.cloud.aiplatform_v1.types import CustomJob
 
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
     from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
 
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
     executor_input, outputs = _trainer_task(replayed, tmp_path, _on_vertex)
     server, project = replayed["server"], str(replayed["project"])
-    env = {"PYTHONPATH": project}
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
 
     def here(container: dict) -> list[str]:
         return this_python([*container.get("command", []), *container.get("args", [])])
@@ -360,11 +372,13 @@ def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_runs_its_p
         run_task = functools.partial(_vertex_task, server, {**env, **jobs.environment()}, project)
         # the judge bites: a primary pool of 2 replicas is refused, and the task says why
         pools = _custom_config(executor_input)["ai_platform_training_args"]["job_spec"]["worker_pool_specs"]
-        refused, said = run_task(_with_custom_config(executor_input, _custom_config(executor_input) | {
+        refused, said = _ended(run_task(_with_custom_config(executor_input, _custom_config(executor_input) | {
             "ai_platform_training_args": {"project": "tfxd-tests", "job_spec": {
-                "worker_pool_specs": [{**pools[0], "replica_count": 2}, *pools[1:]]}}}))
+                "worker_pool_specs": [{**pools[0], "replica_count": 2}, *pools[1:]]}}})))
         assert len(jobs.sent) == 1 and not jobs.jobs  # refused: no job made
-        code, output = run_task(executor_input)
+        task = run_task(executor_input)
+        _kill_the_vertex_worker_after_an_epoch(jobs, task)
+        code, output = _ended(task)
         request = jobs.sent[1]
         [job] = jobs.jobs.values()
         logs = {name: Path(path).read_text() for name, path in job.logs.items()}
@@ -376,21 +390,41 @@ def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_runs_its_p
     spec = CustomJob.to_dict(request.custom_job)["job_spec"]
     pools = spec["worker_pool_specs"]
     assert [(int(p["replica_count"]), p["machine_spec"]["machine_type"], p["container_spec"]["image_uri"]) for p in pools] \
-        == [(1, "n1-standard-4", "tfxd:replay")] * 2
+        == [(1, "n1-standard-4", "tfxd:replay")] * 3
     command = pools[0]["container_spec"]["command"]
     assert command[:5] == ["python", "-m", "tfx.scripts.run_executor", "--executor_class_path",
                            "tfxd.components.trainer.executor.Executor"]
     assert request.custom_job.labels["tfx_executor"]
-    # each replica ran with Vertex's environment, and trained as one MultiWorkerMirrored cluster
-    assert set(logs) == {"workerpool0-0", "workerpool1-0"}
+    # each replica ran with Vertex's environment; the planner took ParameterServer from it
+    assert set(logs) == {"workerpool0-0", "workerpool1-0", "workerpool2-0"}
     cluster_spec = json.loads(job.given["workerpool1-0"]["CLUSTER_SPEC"])
     job_id = job.given["workerpool1-0"]["CLOUD_ML_JOB_ID"]
-    assert cluster_spec == {"cluster": {f"workerpool{p}": [f"cmle-training-workerpool{p}-{job_id}-0:2222"] for p in (0, 1)},
+    assert cluster_spec == {"cluster": {f"workerpool{p}": [f"cmle-training-workerpool{p}-{job_id}-0:2222"]
+                                        for p in (0, 1, 2)},
                             "environment": "cloud", "task": {"type": "workerpool1", "index": 0, "trial": ""}}
     assert json.loads(job.given["workerpool0-0"]["TF_CONFIG"])["task"] == {"type": "chief", "index": 0, "trial": ""}
-    assert "strategy=multi_worker_mirrored replicas=2 is_chief=True" in logs["workerpool0-0"], logs["workerpool0-0"][-3000:]
+    assert json.loads(job.given["workerpool2-0"]["TF_CONFIG"])["task"] == {"type": "ps", "index": 0, "trial": ""}
+    chief = logs["workerpool0-0"]
+    assert "strategy=parameter_server replicas=1 is_chief=True" in chief, chief[-3000:]
+    # the worker was restarted by the service, as Vertex restarts it; the coordinator took it back
+    assert "The replica workerpool1-0 exited with a non-zero status of 137. Vertex restarts it with the same " \
+        "hostname (restart 1 of 5)" in logs["workerpool1-0"] and job.restarts == {"workerpool1-0": 1}
+    lost = chief.index("Worker /job:worker/replica:0/task:0 failed with UnavailableError")
+    assert chief.index("Worker /job:worker/replica:0/task:0 has been recovered") > lost
+    assert "> Trainer epoch 10/10" in chief[lost:] and "resumes at epoch" not in chief
     model = f"{outputs}/Trainer/model"
     assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+
+
+def _kill_the_vertex_worker_after_an_epoch(jobs, task: subprocess.Popen) -> None:
+    """SIGKILL the custom job's worker once its chief has trained an epoch."""
+    deadline = time.monotonic() + 300
+    while not jobs.jobs or "> Trainer epoch 1/" not in Path(next(iter(jobs.jobs.values())).logs.get(
+            "workerpool0-0", os.devnull)).read_text():
+        assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
+        time.sleep(0.1)
+    [job] = jobs.jobs.values()
+    job.processes["workerpool1-0"].kill()
 
 
 def test_the_job_service_refuses_what_vertex_refuses():
