@@ -1,4 +1,4 @@
-"""The verbs that work here: init, validate, render, schema, graph, plan, run.
+"""The verbs that work here: init, validate, render, schema, graph, plan, run, history.
 
 Only the spec (pydantic, no TensorFlow) is imported at the top: `tfxd validate` and `--help` answer in
 well under a second. TFX, TensorFlow and Beam load inside the verbs that run them.
@@ -17,6 +17,8 @@ from tfxd.buckets import BucketsSplit
 from tfxd.cli import scaffold
 from tfxd.cli.options import fails_well, output_option, set_option, target_option
 from tfxd.files import write_atomic
+from tfxd.pipeline.report.terminal import show_history
+from tfxd.pipeline.run.history import history as run_history
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.load import load_spec
 from tfxd.pipeline.spec.render import json_schema, to_yaml
@@ -163,6 +165,28 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
         console.error("interrupted: run the same command again to resume (finished components are reused "
                       "from the cache)")
         sys.exit(stops.exit_status(getattr(exc, "signum", None)))
+
+
+@click.command()
+@click.argument("spec", type=click.Path())
+@click.option("--target", type=click.Choice(["local"]), default="local", show_default=True,
+              help="Whose runs: tfxd run's, under the spec's root (a Kubeflow or Vertex pipeline's are not read yet).")
+@click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the N newest runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the runs instead of the table.")
+@set_option
+@fails_well
+def history(spec: str, target: str, last: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
+    """SPEC's runs, newest first: when, status, spans, examples, strategy, metrics, blessed, pushed, drift
+    and skew, seconds."""
+    loaded = load_spec(spec, sets, target=target)
+    root = loaded.resolve(loaded.spec.root or "")
+    lines = run_history(root, last)
+    if as_json:
+        click.echo(json.dumps([line.to_json() for line in lines], indent=2))
+    elif not lines:
+        console.info(f"no runs of {loaded.spec.name} yet under {root}: `tfxd run {spec}` makes the first")
+    else:
+        show_history(loaded.spec.name, lines)
 
 
 def _emit(content: str | bytes, output: str | None) -> None:

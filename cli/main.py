@@ -20,7 +20,7 @@ def cli(verbose: bool) -> None:
         tf_env.configure(verbose=True)
 
 
-for verb in (local.init, local.validate, local.render, local.schema, local.graph, local.plan, local.run,
+for verb in (local.init, local.validate, local.render, local.schema, local.graph, local.plan, local.run, local.history,
              cluster.compile_, cluster.submit, cluster.schedule, cluster.replay, cluster.kubeflow_manifest):
     cli.add_command(verb)
 

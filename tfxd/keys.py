@@ -36,6 +36,10 @@ DRIFT_EXAMPLES_DIR = "tfxd_drift"
 # The same artifact, with validation.skew: JSON {columns: {column: {distance, threshold, measure}}, beyond},
 # the train split against the eval split.
 SKEW_PROPERTY = "tfxd_skew"
+# The line ExampleValidator logs when a gate stops the run (validation.<gate>.action: fail), before it raises
+# (its outputs are then never published): the marker, then JSON {gate, message, and the gate's record as
+# above}. The run's summary reads it from the log, locally and in a replay, so that it says why it stopped.
+GATE_VERDICT = "tfxd gate stopped the run: "
 
 # Transform's custom_config, written by pipeline.assembly: the spec's features and label, every default
 # filled in. The generic preprocessing_fn compiles them; the feature description reads them.

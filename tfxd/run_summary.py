@@ -13,13 +13,30 @@ from dataclasses import dataclass, field
 from typing import Any
 
 OK, FAILED, INTERRUPTED, SKIPPED, NOT_RUN = "ok", "failed", "interrupted", "skipped", "not run"
+STOPPED = "stopped"  # by a validation gate (validation.drift or validation.skew, action: fail)
 
 
-def run_status(*, interrupted: bool, failed: bool, skipped: bool, not_run: bool = False) -> str:
-    """A run's status: stopped by a signal, else a part failed, else a part never ran (a replay stopped
-    before its end), else skipped (`data.on_no_new_data: skip` found nothing new), else ok."""
-    return (INTERRUPTED if interrupted else FAILED if failed else NOT_RUN if not_run
+def run_status(*, interrupted: bool, failed: bool, skipped: bool, not_run: bool = False,
+               stopped: bool = False) -> str:
+    """A run's status: stopped by a signal, else stopped by a validation gate, else a part failed, else a
+    part never ran (a replay stopped before its end), else skipped (`data.on_no_new_data: skip` found
+    nothing new), else ok."""
+    return (INTERRUPTED if interrupted else STOPPED if stopped else FAILED if failed else NOT_RUN if not_run
             else SKIPPED if skipped else OK)
+
+
+def worst_column(gate: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """A gate record's column furthest past (or nearest to) its threshold, by distance over threshold, and
+    its {distance, threshold, measure}; None without distances."""
+    columns = {name: value for name, value in _mapping(gate.get("columns")).items()
+               if isinstance(value, dict) and isinstance(value.get("distance"), (int, float))
+               and isinstance(value.get("threshold"), (int, float))}
+
+    def ratio(item: tuple[str, dict[str, Any]]) -> float:
+        value = item[1]
+        return value["distance"] / value["threshold"] if value["threshold"] > 0 else float("inf")
+
+    return max(columns.items(), key=ratio) if columns else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,8 +52,9 @@ class RunSummary:
     blessed: bool | None = None  # None: nothing was evaluated
     drift: dict[str, Any] | None = None  # validation.drift's distances (None: not checked)
     skew: dict[str, Any] | None = None  # validation.skew's distances (None: not checked)
-    reason: str | None = None  # why a skipped run read nothing
+    reason: str | None = None  # why a skipped run read nothing, or why a gate stopped it
     signal: str | None = None  # what stopped an interrupted run
+    stopped_by: str | None = None  # the gate that stopped a stopped run: drift or skew
 
     def _core(self) -> dict[str, Any]:
         data: dict[str, Any] = {"pipeline": self.pipeline, "run_id": self.run_id, "status": self.status,
@@ -46,6 +64,8 @@ class RunSummary:
             data["reason"] = self.reason
         if self.signal is not None:
             data["signal"] = self.signal
+        if self.stopped_by is not None:
+            data["stopped_by"] = self.stopped_by
         return data
 
 
@@ -60,29 +80,32 @@ class LocalRun(RunSummary):
     anomalies: list[str] | None = None  # None: not checked
     pushed_to: str | None = None
     report: str | None = None  # report.html's path, once written
+    seconds: float | None = None  # the run's, start to summary (None: written by an older tfxd)
 
     def to_json(self) -> dict[str, Any]:
         return {**self._core(), "components": self.components, "metrics": self.metrics, "training": self.training,
                 "evaluation": self.evaluation, "anomalies": self.anomalies, "drift": self.drift, "skew": self.skew,
-                "pushed_to": self.pushed_to, "report": self.report}
+                "pushed_to": self.pushed_to, "report": self.report, "seconds": self.seconds}
 
     @classmethod
     def from_json(cls, data: Any) -> LocalRun:
         """A summary.json read back, whatever it holds: a missing or mistyped key reads as absent."""
         data = _mapping(data)
         anomalies = data.get("anomalies")
-        blessed = data.get("blessed")
+        blessed, seconds = data.get("blessed"), data.get("seconds")
         return cls(
             pipeline=_text(data.get("pipeline")), run_id=_text(data.get("run_id")), status=_text(data.get("status")),
             examples=_mapping(data.get("examples")), strategy=_mapping(data.get("strategy")) or None,
             artifacts=_mapping(data.get("artifacts")), blessed=blessed if isinstance(blessed, bool) else None,
             drift=_mapping(data.get("drift")) or None, skew=_mapping(data.get("skew")) or None,
             reason=_text(data.get("reason")) or None, signal=_text(data.get("signal")) or None,
+            stopped_by=_text(data.get("stopped_by")) or None,
             components=[c for c in _sequence(data.get("components")) if isinstance(c, dict)],
             metrics=_mapping(data.get("metrics")), training=_mapping(data.get("training")),
             evaluation=_mapping(data.get("evaluation")),
             anomalies=None if anomalies is None else [str(a) for a in _sequence(anomalies)],
-            pushed_to=_text(data.get("pushed_to")) or None, report=_text(data.get("report")) or None)
+            pushed_to=_text(data.get("pushed_to")) or None, report=_text(data.get("report")) or None,
+            seconds=seconds if isinstance(seconds, (int, float)) else None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +141,29 @@ class ReplayRun(RunSummary):
                 "pipeline_root_on_cluster": self.pipeline_root_on_cluster, "buckets": self.buckets,
                 **({"warm_start": self.warm_start} if self.warm_start is not None else {}), **gates,
                 "notes": self.notes}
+
+
+@dataclass(frozen=True)
+class HistoryLine:
+    """One run, as `tfxd history` prints it and `--json` gives it."""
+
+    run_id: str
+    started: str  # ISO 8601, this machine's time zone, from the run id
+    status: str  # ok, failed, stopped (by a gate), skipped (no new data), interrupted, not run, running
+    reason: str | None = None  # why it was skipped or stopped
+    spans: list[Any] = field(default_factory=list)
+    examples: dict[str, int] = field(default_factory=dict)  # split -> examples
+    strategy: str | None = None
+    replicas: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)  # the evaluation's overall slice
+    blessed: bool | None = None  # None: not evaluated
+    pushed: str | None = None  # the pushed version's path
+    drift: dict[str, Any] | None = None  # None: not checked; else the verdict and the largest distance
+    skew: dict[str, Any] | None = None
+    seconds: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 def _mapping(value: Any) -> dict[str, Any]:

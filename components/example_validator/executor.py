@@ -192,6 +192,7 @@ def _judge(output_dict, gate: str, record: dict, config: dict, error: type[Runti
     if not record["beyond"]:
         return
     if config["action"] == "fail":
+        logging.error("%s%s", keys.GATE_VERDICT, json.dumps({"gate": gate, "message": text, **record}, sort_keys=True))
         raise error(f"{text}. {check}, raise the threshold (validation.{gate}.features) or set "
                     f"validation.{gate}.action: warn")
     logging.warning("tfxd %s: %s (validation.%s.action: warn)", gate, text, gate)

@@ -63,7 +63,7 @@ from tfxd.kubeflow.replay.ir import (
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run import beam_engine
-from tfxd.pipeline.run.outcome import new_run_id
+from tfxd.pipeline.run.outcome import GateStop, gate_stop, new_run_id
 from tfxd.run_summary import ReplayRun, run_status
 from tfxd.training_report import TrainingReport
 
@@ -84,6 +84,7 @@ class _Tasks:
         self.rows: list[dict[str, Any]] = []
         self.conditions: dict[str, Condition] = {}  # task -> its trigger policy's condition
         self.interrupted: str | None = None  # the signal that stopped the replay (tfxd.stops)
+        self.stopped: GateStop | None = None  # the verdict of the validation gate that stopped it
 
     # --- helpers over the spec
 
@@ -156,8 +157,7 @@ class _Tasks:
             raise ReplayError(f"{self.replay.compiled.path}: the pipeline has no tasks")
         order = task_order(tasks)
         self.refuse_unsupported(tasks, order)
-        self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None}
-                     for name in order]
+        self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None} for name in order]
         os.makedirs(self.replay.log_dir, exist_ok=True)
         self.run_tasks(tasks)
         return self._write_summary(self.summary())
@@ -190,9 +190,9 @@ class _Tasks:
                     clause(part, query.get("filter", ""), lambda _: "")
 
     def run_tasks(self, tasks: dict[str, Any]) -> None:
-        """The rows' tasks in order, each row filled in as its task goes: skipped when it is not
-        triggered, else executed. A stop or a failure writes the summary so far (a stopped task's
-        partial outputs removed) before it is raised, so that what ran is on record."""
+        """The rows' tasks in order, each row filled in as its task goes: skipped when it is not triggered,
+        else executed. A stop or a failure writes the summary so far (a stopped task's partial outputs
+        removed; a validation gate's verdict) before it is raised, so that what ran is on record."""
         for row in self.rows:
             name = row["name"]
             task = tasks[name]
@@ -217,6 +217,7 @@ class _Tasks:
                 raise
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
+                self.stopped = gate_stop(row.get("log"))
                 self.on_task(name, {"event": "end", **row, "error": str(exc)})
                 summary = self._write_summary(self.summary())
                 if isinstance(exc, TaskFailed):
@@ -328,12 +329,15 @@ class _Tasks:
         destination = push.get("pushed_destination") if push else None
         trained = self._training_report()
         statuses = {row["status"] for row in self.rows}
-        gates, nothing_new = self._gates(), self._no_new_data()
+        nothing_new, stopped = self._no_new_data(), self.stopped
+        gates = {**self._gates(), **({stopped.gate: stopped.record} if stopped else {})}
         return ReplayRun(
             pipeline=self.replay.compiled.name, run_id=self.replay.run_id,
             status=run_status(interrupted=bool(self.interrupted), failed="failed" in statuses,
-                              not_run="not run" in statuses, skipped=nothing_new is not None),
-            reason=nothing_new, signal=self.interrupted or None,
+                              not_run="not run" in statuses, skipped=nothing_new is not None,
+                              stopped=stopped is not None),
+            reason=stopped.message if stopped else nothing_new, signal=self.interrupted or None,
+            stopped_by=stopped.gate if stopped else None,
             file=os.path.abspath(self.replay.compiled.path), format=self.replay.compiled.kind, root=self.replay.root,
             run_dir=self.replay.run_dir, logs=self.replay.log_dir, parameters=self.replay.parameters,
             beam=direct_args("in_memory", 1) if self.replay.beam_in_memory else

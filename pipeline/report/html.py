@@ -14,7 +14,7 @@ from collections.abc import Callable
 from tfxd.files import write_atomic
 from tfxd.pipeline.report import charts, statistics
 from tfxd.pipeline.report.markup import as_dict, as_list, escape, fmt, number, table
-from tfxd.run_summary import SKIPPED, LocalRun
+from tfxd.run_summary import SKIPPED, STOPPED, LocalRun
 
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;
@@ -90,7 +90,7 @@ def _component_status(summary: LocalRun) -> dict[str, str]:
 
 
 def _banner(summary: LocalRun) -> str:
-    """Failed beats everything; then blessed / not blessed; a run that never evaluated says so."""
+    """Stopped by a gate or failed beats everything; then blessed / not blessed; a run that never evaluated says so."""
     statuses = _component_status(summary)
     evaluation = summary.evaluation
     blessed = summary.blessed
@@ -100,7 +100,9 @@ def _banner(summary: LocalRun) -> str:
     pushed = summary.pushed_to
     failed = [name for name, status in statuses.items() if status == "failed"]
     evaluated = bool(evaluation) or statuses.get("Evaluator") in ("ran", "cached")
-    if failed:
+    if summary.status == STOPPED:
+        css, text = "failed", f"Stopped by the {escape(summary.stopped_by or '')} gate: " + escape(summary.reason or "")
+    elif failed:
         css, text = "failed", "Run failed in " + ", ".join(escape(n) for n in failed)
     elif summary.status == SKIPPED:
         css, text = "notevaluated", "Skipped: " + escape(summary.reason or "nothing to do")

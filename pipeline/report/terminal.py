@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from tfxd import console
-from tfxd.run_summary import LocalRun
+from tfxd.run_summary import HistoryLine, LocalRun
 
 
 def show(summary: LocalRun) -> None:
@@ -70,3 +70,36 @@ def _blessing(summary: LocalRun) -> None:
     console.warn("not blessed, so not pushed:")
     for reason in evaluation.get("reasons", []):
         console.warn(f"  {reason}")
+
+
+def show_history(pipeline: str, lines: list[HistoryLine]) -> None:
+    """`tfxd history`'s lines: a run per line, newest first, each part said only when the run has it."""
+    console.out.print(f"{pipeline}: {len(lines)} run{'s' if len(lines) != 1 else ''}, newest first")
+    for line in lines:
+        parts = [line.started.replace("T", " ")[:16], line.status + (f" ({line.reason})" if line.reason else "")]
+        if line.spans:
+            parts.append(f"span{'s' if len(line.spans) > 1 else ''} {', '.join(map(str, line.spans))}")
+        if line.examples:
+            parts.append(", ".join(f"{split} {count}" for split, count in line.examples.items()))
+        if line.strategy:
+            parts.append(f"{line.strategy} x{line.replicas}")
+        parts += [" ".join(f"{name} {value:.4f}" for name, value in line.metrics.items())] if line.metrics else []
+        if line.blessed is not None:
+            parts.append("blessed" if line.blessed else "not blessed")
+        if line.pushed:
+            parts.append(f"pushed {line.pushed.rstrip('/').rsplit('/', 1)[-1]}")
+        parts += [f"{name} {_gate_cell(verdict)}" for name, verdict in (("drift", line.drift), ("skew", line.skew))
+                  if verdict]
+        if line.seconds is not None:
+            parts.append(f"{line.seconds:.1f} s")
+        console.out.print("  ".join(parts))
+
+
+def _gate_cell(verdict: dict[str, Any] | None) -> str:
+    """A gate's verdict in a cell: `stopped: bmi 1.0000 > 0.3`, `within: fare 0.0412`."""
+    if not verdict:
+        return ""
+    if "feature" not in verdict:
+        return verdict["verdict"]
+    past = f" > {verdict['threshold']:g}" if verdict["verdict"] in ("stopped", "beyond") else ""
+    return f"{verdict['verdict']}: {verdict['feature']} {verdict['distance']:.4f}{past}"

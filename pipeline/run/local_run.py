@@ -24,9 +24,11 @@ from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
 from tfxd.pipeline.run import beam_engine, lock, metadata, records, unfinished
 from tfxd.pipeline.run.outcome import (
+    GateStop,
     RunFailed,
     RunInterrupted,
     disk_full,
+    gate_stop,
     new_run_id,
     root_cause,
     shortened,
@@ -262,8 +264,9 @@ def _outcome(loaded: LoadedSpec, paths: RunPaths, root: str, progress: _Progress
             raise RunInterrupted(None, False, paths.log, signum)
         where = f"the {loaded.spec.beam.runner} engine" if isinstance(failure, beam_engine.EngineFailed) else "tfxd"
         raise RunFailed(where, _reason(failure, root), paths.log)
+    stopped = gate_stop(paths.log) if failure is not None and not interrupted else None
     summary = _summary(loaded, paths, tfx, started, interrupted=interrupted, failed=failure is not None,
-                       signal=stops.name(signum) if interrupted else None)
+                       signal=stops.name(signum) if interrupted else None, stopped=stopped)
     if summary.reason is not None:  # data.on_no_new_data: skip - the run did what it was asked: nothing
         console.info(f"{summary.reason}; the components after ExampleGen were skipped")
     summary = replace(summary, report=_write_report(summary, paths))
@@ -293,7 +296,8 @@ def _reason(failure: BaseException | None, root: str) -> str:
 
 
 def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, interrupted: bool, failed: bool,
-             signal: str | None) -> LocalRun:
+             signal: str | None, stopped: GateStop | None) -> LocalRun:
+    """The run's summary from its records; a run ``stopped`` by a gate carries that gate's verdict."""
     run = records.RunRecords(paths.root, loaded.spec.name, started)
     skipped = None if interrupted or failed else records.no_new_data(run)
     components = []
@@ -307,15 +311,20 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, i
     training = records.training_report(run)
     evaluation = records.evaluation_report(run)
     overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
+    gates = {"drift": records.drift_report(run), "skew": records.skew_report(run)}
+    if stopped is not None:
+        gates[stopped.gate] = stopped.record
     return LocalRun(
         pipeline=loaded.spec.name, run_id=paths.run_id,
-        status=run_status(interrupted=interrupted, failed=failed, skipped=skipped is not None),
-        reason=skipped, signal=signal, components=components, examples=records.examples_report(run),
+        status=run_status(interrupted=interrupted, failed=failed, skipped=skipped is not None,
+                          stopped=stopped is not None),
+        reason=stopped.message if stopped else skipped, signal=signal,
+        stopped_by=stopped.gate if stopped else None, components=components, examples=records.examples_report(run),
         strategy=training.plan.to_json() if training else None, metrics=overall,
         training=training.for_summary() if training else {}, evaluation=evaluation,
-        anomalies=records.anomalies_report(run), drift=records.drift_report(run), skew=records.skew_report(run),
+        anomalies=records.anomalies_report(run), drift=gates["drift"], skew=gates["skew"],
         blessed=bool(evaluation.get("blessed")), pushed_to=records.pushed_to(run),
-        artifacts=records.artifact_uris(run))
+        artifacts=records.artifact_uris(run), seconds=round(time.time() - started, 1))
 
 
 def _write_report(summary: LocalRun, paths: RunPaths) -> str | None:

@@ -77,6 +77,21 @@ def hold(root: str) -> Iterator[str]:
         os.close(fd)  # releases the lock if this process held it
 
 
+def holder(root: str) -> str | None:
+    """The pid of the run holding ``root``'s lock now, or None when no run is going on."""
+    try:
+        fd = os.open(lock_path(root), os.O_RDWR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+    finally:
+        os.close(fd)  # releases it where this process took it
+    return None
+
+
 def _claim(root: str) -> None:
     """Make this machine's store the owner of bucket ``root``, or raise RootClaimed if another one is. Of
     machines starting their first run at once, one creates the owner object and the others read it."""

@@ -4,12 +4,15 @@ in. `tfxd run` and `tfxd replay` both end this way."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import json
 import os
 import re
 import shutil
+from dataclasses import dataclass
 
-from tfxd import stops
+from tfxd import keys, stops
 from tfxd.files import local_state
 
 
@@ -52,6 +55,35 @@ def skipped_for_no_new_data(text: str) -> str | None:
     """The one line a run stopped with because there was no new data to train on, or None."""
     found = _NO_NEW_DATA.search(text)
     return found.group(0) if found else None
+
+
+@dataclass(frozen=True)
+class GateStop:
+    """Why a validation gate stopped a run: the gate (drift or skew), its message, and its record (span,
+    previous_span, columns: each column's distance, threshold and measure, beyond: those past it)."""
+
+    gate: str
+    message: str
+    record: dict
+
+
+def gate_stop(log: str | None) -> GateStop | None:
+    """The verdict of the validation gate that stopped a run, from the line ExampleValidator logged
+    (keys.GATE_VERDICT) in the ``log`` file (a run's, a task's), or None."""
+    verdict = None
+    try:
+        with open(log or "", encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                at = line.find(keys.GATE_VERDICT)
+                if at >= 0:
+                    with contextlib.suppress(ValueError):
+                        verdict = json.loads(line[at + len(keys.GATE_VERDICT):])
+    except OSError:
+        return None
+    if not isinstance(verdict, dict) or verdict.get("gate") not in ("drift", "skew"):
+        return None
+    record = {key: value for key, value in verdict.items() if key not in ("gate", "message")}
+    return GateStop(verdict["gate"], str(verdict.get("message", "")), record)
 
 
 # a line that starts an error report: `SomeError: message`, `pkg.mod.SomeException: ...`, `... Exit: ...`

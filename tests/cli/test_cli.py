@@ -31,8 +31,8 @@ def test_every_verb_has_help(verb):
 
 def test_help_lists_only_working_verbs():
     result = run_cli("--help")
-    assert set(VERBS) == {"init", "validate", "render", "schema", "run", "plan", "graph", "compile", "submit",
-                          "schedule", "replay", "kubeflow-manifest"}
+    assert set(VERBS) == {"init", "validate", "render", "schema", "run", "plan", "graph", "history", "compile",
+                          "submit", "schedule", "replay", "kubeflow-manifest"}
     for verb in VERBS:
         assert verb in result.output
 

@@ -353,8 +353,6 @@ def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_rides_out_
     carries, on a host of its own, with the CLUSTER_SPEC and TF_CONFIG Vertex gives it. The worker, killed
     after the first epoch (a VM lost), is restarted by the service with the same hostname, as Vertex
     restarts it; the coordinator takes it back and the chief exports the model on the bucket."""
-    from google.cloud.aiplatform_v1.types import CustomJob
-
     from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
     from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
 
@@ -385,16 +383,7 @@ def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_rides_out_
     assert refused != 0 and "InvalidArgument: 400 workerPoolSpecs[0] is the primary replica: its replicaCount must " \
         "be 1, not 2" in said, said[-3000:]
     assert code == 0, output[-3000:]
-    # the request as aiplatform's client sent it, read back into its own types
-    assert request.parent == "projects/tfxd-tests/locations/europe-west4"
-    spec = CustomJob.to_dict(request.custom_job)["job_spec"]
-    pools = spec["worker_pool_specs"]
-    assert [(int(p["replica_count"]), p["machine_spec"]["machine_type"], p["container_spec"]["image_uri"]) for p in pools] \
-        == [(1, "n1-standard-4", "tfxd:replay")] * 3
-    command = pools[0]["container_spec"]["command"]
-    assert command[:5] == ["python", "-m", "tfx.scripts.run_executor", "--executor_class_path",
-                           "tfxd.components.trainer.executor.Executor"]
-    assert request.custom_job.labels["tfx_executor"]
+    _sent_as_aiplatform_sends(request, pools=3)
     # each replica ran with Vertex's environment; the planner took ParameterServer from it
     assert set(logs) == {"workerpool0-0", "workerpool1-0", "workerpool2-0"}
     cluster_spec = json.loads(job.given["workerpool1-0"]["CLUSTER_SPEC"])
@@ -414,6 +403,21 @@ def test_the_trainer_task_as_a_vertex_custom_job_is_taken_as_sent_and_rides_out_
     assert "> Trainer epoch 10/10" in chief[lost:] and "resumes at epoch" not in chief
     model = f"{outputs}/Trainer/model"
     assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+
+
+def _sent_as_aiplatform_sends(request, pools: int) -> None:
+    """The CreateCustomJobRequest as aiplatform's client sent it, read back into its own types: the
+    project's region, ``pools`` pools of one replica each, tfxd's Trainer executor as their command."""
+    from google.cloud.aiplatform_v1.types import CustomJob
+
+    assert request.parent == "projects/tfxd-tests/locations/europe-west4"
+    specs = CustomJob.to_dict(request.custom_job)["job_spec"]["worker_pool_specs"]
+    assert [(int(p["replica_count"]), p["machine_spec"]["machine_type"], p["container_spec"]["image_uri"])
+            for p in specs] == [(1, "n1-standard-4", "tfxd:replay")] * pools
+    assert specs[0]["container_spec"]["command"][:5] == ["python", "-m", "tfx.scripts.run_executor",
+                                                         "--executor_class_path",
+                                                         "tfxd.components.trainer.executor.Executor"]
+    assert request.custom_job.labels["tfx_executor"]
 
 
 def _kill_the_vertex_worker_after_an_epoch(jobs, task: subprocess.Popen) -> None:

@@ -339,6 +339,7 @@ ECHO = textwrap.dedent("""\
     for key in outputs.get("parameters", {}):
         result["parameterValues"][key] = "made-" + key
     if os.environ.get("FAIL") and "--fail" in sys.argv:
+        print(os.environ.get("LOGGED", ""), file=sys.stderr)
         print("ValueError: asked to fail", file=sys.stderr)
         sys.exit(3)
     os.makedirs(os.path.dirname(outputs["outputFile"]), exist_ok=True)
@@ -536,6 +537,25 @@ def test_tiny_failing_task_names_task_exit_code_and_log(tiny, monkeypatch):
     assert caught.value.task == "use" and caught.value.exit_code == 3 and caught.value.log == str(log)
     assert str(caught.value) == f"use failed: exit code 3: ValueError: asked to fail\n    full log: {log}"
     assert [task["status"] for task in caught.value.summary["tasks"]] == ["imported", "ran", "failed", "not run"]
+
+
+def test_a_task_stopped_by_a_validation_gate_gives_the_run_that_status_and_the_gates_verdict(tiny, monkeypatch):
+    """The line ExampleValidator logs when a gate stops the run (keys.GATE_VERDICT), in a failed task's log:
+    the summary says the run was stopped, by which gate, why, and each column's distance and threshold."""
+    verdict = {"gate": "drift", "message": "the data drifted between span 1 and span 2: fare: Jensen-Shannon "
+               "distance 0.9000 > threshold 0.2", "span": "2", "previous_span": "1", "beyond": {"fare": {}},
+               "columns": {"fare": {"distance": 0.9, "threshold": 0.2, "measure": "Jensen-Shannon"}}}
+    monkeypatch.setenv("FAIL", "1")
+    monkeypatch.setenv("LOGGED", f"E1203 04:00:00.1 42 executor.py:200] {keys.GATE_VERDICT}{json.dumps(verdict)}")
+    with pytest.raises(launcher.TaskFailed) as caught:
+        runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]), run_id="r1")
+    summary = caught.value.summary
+    assert (summary["status"], summary["stopped_by"], summary["reason"]) == ("stopped", "drift", verdict["message"])
+    assert summary["drift"] == {key: verdict[key] for key in ("span", "previous_span", "beyond", "columns")}
+    monkeypatch.setenv("LOGGED", f"{keys.GATE_VERDICT}{{not json")  # a line cut short: a failure like another
+    with pytest.raises(launcher.TaskFailed) as caught:
+        runner.replay(str(tiny["json"]), project_dir=str(tiny["project"]), root=str(tiny["root"]), run_id="r2")
+    assert caught.value.summary["status"] == "failed" and "stopped_by" not in caught.value.summary
 
 
 def test_refusals(tiny, tmp_path):

@@ -23,13 +23,16 @@ def test_one_rule_for_the_status(interrupted, failed, not_run, skipped, status):
 def test_a_local_summary_is_read_back_as_written():
     summary = LocalRun(**CORE, components=[{"name": "Trainer", "status": "ran", "seconds": 2.0}],
                        metrics={"auc": 0.9}, training={"epochs": 2}, evaluation={"blessed": True},
-                       anomalies=[], drift=None, skew={"columns": {}}, pushed_to="/serving/1", report="/r/report.html")
+                       anomalies=[], drift=None, skew={"columns": {}}, pushed_to="/serving/1", report="/r/report.html",
+                       seconds=12.5)
     data = summary.to_json()
     assert set(data) == {*CORE, "components", "metrics", "training", "evaluation", "anomalies", "drift", "skew",
-                         "pushed_to", "report"}  # reason and signal only when there is one
+                         "pushed_to", "report", "seconds"}  # reason, signal and stopped_by only when there is one
     assert LocalRun.from_json(data) == summary
     stopped = LocalRun(pipeline="p", run_id="r", status="interrupted", signal="SIGTERM").to_json()
-    assert (stopped["signal"], "reason" in stopped) == ("SIGTERM", False)
+    assert (stopped["signal"], "reason" in stopped, "stopped_by" in stopped) == ("SIGTERM", False, False)
+    gated = LocalRun(pipeline="p", run_id="r", status="stopped", stopped_by="skew", reason="the splits differ")
+    assert LocalRun.from_json(gated.to_json()) == gated
 
 
 @pytest.mark.parametrize("odd", [None, [], "text", {"components": "x", "examples": [1], "blessed": "yes",

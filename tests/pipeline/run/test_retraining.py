@@ -97,6 +97,22 @@ def test_each_run_trains_on_the_new_day_and_nothing_new_trains_nothing(daily):
     assert refused.returncode == 1
     assert "ExampleGen failed: " in refused.stderr and "data.on_no_new_data is fail" in refused.stderr
 
+    # tfxd history: the five runs, newest first, as their summaries say
+    shown = tfxd("history", "spec.yaml", "--json", cwd=daily)
+    assert shown.returncode == 0, shown.stderr
+    runs = json.loads(shown.stdout)
+    assert [run["status"] for run in runs] == ["failed", "skipped", "skipped", "ok", "ok"]
+    assert [run["spans"] for run in runs[1:]] == [["2026-11-23"]] * 3 + [["2026-11-22"]]
+    assert runs[1]["reason"].startswith("no new data: ") and runs[1]["examples"] == {}
+    blessed = runs[3]
+    assert blessed["blessed"] is True and (Path(blessed["pushed"]) / "saved_model.pb").is_file()
+    assert sum(blessed["examples"].values()) == ROWS_PER_DAY and blessed["strategy"] and blessed["replicas"] == 1
+    assert set(blessed["metrics"]) >= {"auc", "binary_accuracy"} and blessed["seconds"] > 0 and blessed["drift"] is None
+    assert all(run["started"].startswith("20") for run in runs)
+    table = tfxd("history", "spec.yaml", "--last", "2", cwd=daily)
+    assert table.returncode == 0, table.stderr
+    assert "daily-tips: 2 runs, newest first" in table.stdout and "skipped (no new data: the spans to read (2026-11-23)" in table.stdout
+
 
 def test_the_cache_sees_the_spans_read_and_their_files(tmp_path):
     """The same spans and files are cached all the way down; a file of the span read rewritten, or a new
@@ -195,7 +211,9 @@ def test_the_drift_gate_turned_on_later_stops_a_shifted_day_and_a_window_compare
     message = stopped.stderr.replace("\n", " ")
     assert "ExampleValidator failed: the data drifted between span 2026-11-21 and span 2026-11-22: fare: " \
            "Jensen-Shannon distance " in message and "> threshold 0.2" in message
-    assert statuses(_last(tmp_path))["Transform"] == "not run"  # stopped before training
+    summary = _last(tmp_path)
+    assert statuses(summary)["Transform"] == "not run"  # stopped before training
+    _says_the_drift_gate_stopped_it(summary, tmp_path)
     assert (store / "2026-11-21" / "FeatureStats.pb").is_file()  # computed from its files, and kept
 
     passed = tfxd("run", "spec.yaml", "--to", "ExampleValidator", "--set", "validation.drift.features.fare=0.99",
@@ -218,6 +236,23 @@ def test_the_drift_gate_turned_on_later_stops_a_shifted_day_and_a_window_compare
     assert sorted(path.name for path in kept.iterdir()) == ["2026-11-21", "2026-11-22"]
 
 
+def _says_the_drift_gate_stopped_it(summary: dict, project: Path) -> None:
+    """The summary, the report and `tfxd history` say why the run ended: the gate, its message, each
+    column's distance and threshold."""
+    assert (summary["status"], summary["stopped_by"]) == ("stopped", "drift")
+    assert summary["reason"].startswith("the data drifted between span 2026-11-21 and span 2026-11-22: fare: ")
+    stopped_on = summary["drift"]
+    assert (stopped_on["span"], stopped_on["previous_span"], list(stopped_on["beyond"])) == \
+        ("2026-11-22", "2026-11-21", ["fare"])
+    assert stopped_on["columns"]["fare"]["threshold"] == 0.2 and stopped_on["columns"]["fare"]["distance"] > 0.2
+    assert stopped_on["columns"]["company"]["threshold"] == 0.9  # the columns within theirs too
+    assert "Stopped by the drift gate: the data drifted between span 2026-11-21" in Path(summary["report"]).read_text()
+    [line] = json.loads(tfxd("history", "spec.yaml", "--json", "--last", "1", cwd=project).stdout)
+    assert line["status"] == "stopped" and line["reason"] == summary["reason"]
+    assert line["drift"] == {"verdict": "stopped", "span": "2026-11-22", "previous_span": "2026-11-21", "feature": "fare",
+                             "distance": stopped_on["columns"]["fare"]["distance"], "threshold": 0.2}
+
+
 def test_the_skew_gate_stops_an_eval_split_unlike_the_train_split_and_warns_when_asked(tmp_path):
     lines = (REPO / "examples" / "data" / "taxi" / "data.csv").read_text().splitlines()
     header = lines[0].split(",")
@@ -237,7 +272,10 @@ def test_the_skew_gate_stops_an_eval_split_unlike_the_train_split_and_warns_when
     message = stopped.stderr.replace("\n", " ")
     assert "ExampleValidator failed: the train and eval splits differ: fare: Jensen-Shannon distance " in message
     assert "> threshold 0.2" in message and "validation.skew.action: warn" in message
-    assert statuses(_last(tmp_path))["Transform"] == "not run"
+    stopped_by_skew = _last(tmp_path)
+    assert statuses(stopped_by_skew)["Transform"] == "not run"
+    assert (stopped_by_skew["status"], stopped_by_skew["stopped_by"]) == ("stopped", "skew")
+    assert list(stopped_by_skew["skew"]["beyond"]) == ["fare"]
 
     warned = tfxd("run", "spec.yaml", "--to", "Transform", "--set", "validation.skew.action=warn", cwd=tmp_path)
     assert warned.returncode == 0, warned.stdout + warned.stderr
