@@ -30,7 +30,7 @@ SERVICES_STAMP := $(SERVICES)/.built
 # cannot follow pyproject's mapping of folders to tfxd.* (tools/typing_tree.py, CONTRIBUTING.md)
 TYPING_TREE := build/typing/tfxd
 
-.PHONY: help setup engines conformance services demo test lint docs bench examples wheel clean
+.PHONY: help setup engines conformance services browser demo test lint docs bench examples wheel clean
 
 help:
 	@echo "make demo   set up, scaffold the taxi example, validate it and run it end to end"
@@ -88,12 +88,16 @@ conformance: $(CONFORMANCE_STAMP)
 
 $(SERVICES_STAMP): services/gcs/go.mod services/gcs/go.sum
 	@command -v go >/dev/null || { echo "Go not found: make test builds fake-gcs-server, the Cloud Storage API server the tests of buckets run against; install Go 1.26 or newer and retry" >&2; exit 2; }
-	@command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q iproute2 >/dev/null; } || { echo "ip (Debian's iproute2) not found: the tests of buckets run their processes in network namespaces of their own; install it (apt-get install iproute2) and retry" >&2; exit 2; }
+	@command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=600 iproute2 >/dev/null; } || { echo "ip (Debian's iproute2) not found: the tests of buckets run their processes in network namespaces of their own; install it (apt-get install iproute2) and retry" >&2; exit 2; }
 	@rm -rf $(SERVICES).partial && mkdir -p $(SERVICES).partial
 	cd services/gcs && go build -mod=readonly -trimpath -buildvcs=false -ldflags=-s -o $(abspath $(SERVICES)).partial/ github.com/fsouza/fake-gcs-server
 	rm -rf $(SERVICES) && mv $(SERVICES).partial $(SERVICES) && touch $@
 
 services: $(SERVICES_STAMP)
+
+# a real browser for the pages tfxd writes (tests/pipeline/run/test_retraining.py renders history.html in it)
+browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && { apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 chromium >/dev/null || { apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends -o DPkg::Lock::Timeout=600 chromium >/dev/null; }; }; } || { echo "chromium not found: the tests look at the pages tfxd writes in a real browser; install it (apt-get install chromium) and retry" >&2; exit 2; }
 
 # one folder per example, moved in whole by `tfxd init --data-only`
 $(EXAMPLE_DATA): examples/data/%: | $(STAMP)
@@ -122,7 +126,7 @@ lint: setup
 # what the suite needs is made side by side: the Go build (cores), the jars (network), the example data and
 # the lint (one core each) overlap, which saves a fresh machine about two minutes
 test: setup
-	$(MAKE) --no-print-directory -j3 examples engines conformance services lint
+	$(MAKE) --no-print-directory -j3 examples engines conformance services browser lint
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: setup examples engines services

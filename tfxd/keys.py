@@ -152,3 +152,7 @@ IMAGE_PROJECT_DIR = "/tfxd/project"
 # applies it.
 LOG_DIR_ENV = "TFXD_TRAINER_LOG_DIR"
 ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"
+
+# Every run of a pipeline on one page, in its root beside runs/ (pipeline/report/history_page.py), rewritten
+# by each `tfxd run` and linked from each report.html (runs/<run id>/report.html -> ../../HISTORY_PAGE).
+HISTORY_PAGE = "history.html"

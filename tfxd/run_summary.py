@@ -81,11 +81,13 @@ class LocalRun(RunSummary):
     pushed_to: str | None = None
     report: str | None = None  # report.html's path, once written
     seconds: float | None = None  # the run's, start to summary (None: written by an older tfxd)
+    history: str | None = None  # history.html in the root, every run of the pipeline
 
     def to_json(self) -> dict[str, Any]:
         return {**self._core(), "components": self.components, "metrics": self.metrics, "training": self.training,
                 "evaluation": self.evaluation, "anomalies": self.anomalies, "drift": self.drift, "skew": self.skew,
-                "pushed_to": self.pushed_to, "report": self.report, "seconds": self.seconds}
+                "pushed_to": self.pushed_to, "report": self.report, "seconds": self.seconds,
+                "history": self.history}
 
     @classmethod
     def from_json(cls, data: Any) -> LocalRun:
@@ -105,7 +107,8 @@ class LocalRun(RunSummary):
             evaluation=_mapping(data.get("evaluation")),
             anomalies=None if anomalies is None else [str(a) for a in _sequence(anomalies)],
             pushed_to=_text(data.get("pushed_to")) or None, report=_text(data.get("report")) or None,
-            seconds=seconds if isinstance(seconds, (int, float)) else None)
+            seconds=seconds if isinstance(seconds, (int, float)) else None,
+            history=_text(data.get("history")) or None)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -43,7 +43,7 @@ def epoch_charts(history: list[dict]) -> list[str]:
     return charts
 
 
-def _ticks(low: float, high: float, count: int = 5) -> list[float]:
+def ticks(low: float, high: float, count: int = 5) -> list[float]:
     """Round tick values covering [low, high]."""
     if high <= low:
         return [low]
@@ -59,7 +59,7 @@ def _ticks(low: float, high: float, count: int = 5) -> list[float]:
     return ticks
 
 
-def _tick_label(value: float) -> str:
+def tick_label(value: float) -> str:
     if value == 0:
         return "0"
     if abs(value) >= 1e5 or abs(value) < 1e-3:
@@ -98,16 +98,16 @@ def _svg_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]]) 
     # axes
     out.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#5b6475" />')
     out.append(f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#5b6475" />')
-    for tick in _ticks(y_lo, y_hi):
+    for tick in ticks(y_lo, y_hi):
         y = sy(tick)
         out.append(f'<line x1="{left - 4}" y1="{y:.1f}" x2="{left + plot_w}" y2="{y:.1f}" stroke="#e3e7ee" />')
-        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(_tick_label(tick))}</text>')
-    x_ticks = [t for t in _ticks(x_lo, x_hi, min(10, max(1, int(x_hi - x_lo)))) if float(t).is_integer()] \
-        or _ticks(x_lo, x_hi)
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end">{escape(tick_label(tick))}</text>')
+    x_ticks = [t for t in ticks(x_lo, x_hi, min(10, max(1, int(x_hi - x_lo)))) if float(t).is_integer()] \
+        or ticks(x_lo, x_hi)
     for tick in x_ticks:
         x = sx(tick)
         out.append(f'<line x1="{x:.1f}" y1="{top + plot_h}" x2="{x:.1f}" y2="{top + plot_h + 4}" stroke="#5b6475" />')
-        out.append(f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{escape(_tick_label(tick))}</text>')
+        out.append(f'<text x="{x:.1f}" y="{top + plot_h + 16}" text-anchor="middle">{escape(tick_label(tick))}</text>')
     out.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">epoch</text>')
     # series, then the legend on a white box above them
     legend = [f'<rect x="{left + plot_w - 156}" y="{top}" width="154" height="{8 + 16 * len(series)}" '

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from tfxd.files import write_atomic
+from tfxd.keys import HISTORY_PAGE
 from tfxd.pipeline.report import charts, statistics
 from tfxd.pipeline.report.markup import as_dict, as_list, escape, fmt, number, table
 from tfxd.run_summary import SKIPPED, STOPPED, LocalRun
@@ -67,7 +68,8 @@ def render(summary: LocalRun) -> str:
     ]
     for section in (_banner, _components, _data, _anomalies, _training, _evaluation, _artifacts):
         parts.append(_safe(section, summary))
-    parts += ["<footer>Written by tfxd from the run's summary.json.</footer>", "</body>", "</html>"]
+    parts += [f'<p><a href="../../{HISTORY_PAGE}">Every run of this pipeline</a> ({HISTORY_PAGE} in its root)</p>',
+              "<footer>Written by tfxd from the run's summary.json.</footer>", "</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
 

@@ -52,6 +52,8 @@ def show(summary: LocalRun) -> None:
     _blessing(summary)
     if summary.report:
         console.info(f"report: {summary.report}")
+    if summary.history:
+        console.info(f"history: {summary.history}")
 
 
 def _largest(gate: dict[str, Any]) -> str:

@@ -14,7 +14,9 @@ import json
 import os
 from typing import Any
 
+from tfxd import keys
 from tfxd.files import is_uri, join, local_state
+from tfxd.pipeline.report import history_page
 from tfxd.pipeline.run import lock
 from tfxd.run_summary import INTERRUPTED, HistoryLine, LocalRun, worst_column
 
@@ -23,17 +25,29 @@ RUNNING = "running"
 
 def history(root: str, last: int | None = None) -> list[HistoryLine]:
     """The runs under ``root``, newest first (the ``last`` newest)."""
+    lines = [line for line, _ in runs(root)]
+    return lines[:last] if last else lines
+
+
+def runs(root: str) -> list[tuple[HistoryLine, LocalRun | None]]:
+    """The runs under ``root``, newest first, each with its summary (None: killed outright, or running)."""
     summaries = _summaries(root)
     logged = _logged(root)
     running = lock.holder(root)
-    lines = []
+    found: list[tuple[HistoryLine, LocalRun | None]] = []
     for run_id in sorted(set(summaries) | set(logged), reverse=True):
         if run_id in summaries:
-            lines.append(_line(LocalRun.from_json(summaries[run_id])))
+            summary = LocalRun.from_json(summaries[run_id])
+            found.append((_line(summary), summary))
         else:  # no summary: killed outright, or the run going on now (the newest one, with the lock held)
-            status = RUNNING if running and not lines and run_id == max(logged) else INTERRUPTED
-            lines.append(HistoryLine(run_id=run_id, started=started(run_id), status=status))
-    return lines[:last] if last else lines
+            status = RUNNING if running and not found and run_id == max(logged) else INTERRUPTED
+            found.append((HistoryLine(run_id=run_id, started=started(run_id), status=status), None))
+    return found
+
+
+def write_page(root: str, pipeline: str, thresholds: dict[str, dict[str, Any]]) -> str:
+    """history.html in ``root``, from every run's summary; its path."""
+    return history_page.write(join(root, keys.HISTORY_PAGE), pipeline, runs(root), thresholds)
 
 
 def started(run_id: str) -> str:
@@ -92,7 +106,7 @@ def _line(summary: LocalRun) -> HistoryLine:
         examples={str(k): int(v) for k, v in splits.items()} if isinstance(splits, dict) else {},
         strategy=plan.get("strategy"), replicas=plan.get("replicas"),
         metrics={k: v for k, v in summary.metrics.items() if isinstance(v, (int, float))},
-        blessed=summary.blessed, pushed=summary.pushed_to, drift=_verdict(summary.drift, summary, "drift"),
+        blessed=summary.blessed if summary.evaluation else None, pushed=summary.pushed_to, drift=_verdict(summary.drift, summary, "drift"),
         skew=_verdict(summary.skew, summary, "skew"), seconds=seconds)
 
 

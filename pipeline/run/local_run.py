@@ -22,7 +22,7 @@ from tfxd import buckets, console, direct_runner, keys, patches, stops, tf_env
 from tfxd.files import join, local_state, write_json
 from tfxd.pipeline.assembly.dag import tfx_pipeline
 from tfxd.pipeline.report import html as report
-from tfxd.pipeline.run import beam_engine, lock, metadata, records, unfinished
+from tfxd.pipeline.run import beam_engine, history, lock, metadata, records, unfinished
 from tfxd.pipeline.run.outcome import (
     GateStop,
     RunFailed,
@@ -36,7 +36,7 @@ from tfxd.pipeline.run.outcome import (
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
-from tfxd.run_summary import LocalRun, run_status
+from tfxd.run_summary import SKIPPED, LocalRun, run_status
 
 # what LocalDagRunner and BeamDagRunner log around each node, and TFX's launcher for a node whose condition
 # is false (with spans and nothing new, every component after ExampleGen: pipeline/assembly/dag.py)
@@ -267,13 +267,14 @@ def _outcome(loaded: LoadedSpec, paths: RunPaths, root: str, progress: _Progress
     stopped = gate_stop(paths.log) if failure is not None and not interrupted else None
     summary = _summary(loaded, paths, tfx, started, interrupted=interrupted, failed=failure is not None,
                        signal=stops.name(signum) if interrupted else None, stopped=stopped)
-    if summary.reason is not None:  # data.on_no_new_data: skip - the run did what it was asked: nothing
+    if summary.status == SKIPPED:  # data.on_no_new_data: skip - the run did what it was asked: nothing
         console.info(f"{summary.reason}; the components after ExampleGen were skipped")
-    summary = replace(summary, report=_write_report(summary, paths))
+    summary = replace(summary, report=_write_report(summary, paths), history=join(root, keys.HISTORY_PAGE))
     try:
         write_json(paths.summary, summary.to_json())
     except OSError as exc:  # a full disk: the run's own message below matters more
         console.warn(f"summary.json could not be written ({exc.strerror}): {paths.summary}")
+    _write_history(loaded, root, paths)
     if interrupted:
         raise RunInterrupted(progress.current, progress.current == "Trainer"
                              and loaded.spec.training.callbacks.backup_and_restore, paths.log, signum)
@@ -325,6 +326,16 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, i
         anomalies=records.anomalies_report(run), drift=gates["drift"], skew=gates["skew"],
         blessed=bool(evaluation.get("blessed")), pushed_to=records.pushed_to(run),
         artifacts=records.artifact_uris(run), seconds=round(time.time() - started, 1))
+
+
+def _write_history(loaded: LoadedSpec, root: str, paths: RunPaths) -> None:
+    """history.html in the root, with this run; a page that cannot be drawn does not fail the run."""
+    thresholds = {name: threshold.model_dump() for name, threshold in loaded.spec.evaluation.thresholds.items()}
+    try:
+        history.write_page(root, loaded.spec.name, thresholds)
+    except Exception:  # noqa: BLE001 - the run's results stand; the log has the traceback
+        logging.exception("history.html could not be written")
+        console.warn(f"history.html could not be written; see {paths.log}")
 
 
 def _write_report(summary: LocalRun, paths: RunPaths) -> str | None:

@@ -27,7 +27,7 @@ def test_a_local_summary_is_read_back_as_written():
                        seconds=12.5)
     data = summary.to_json()
     assert set(data) == {*CORE, "components", "metrics", "training", "evaluation", "anomalies", "drift", "skew",
-                         "pushed_to", "report", "seconds"}  # reason, signal and stopped_by only when there is one
+                         "pushed_to", "report", "seconds", "history"}  # reason, signal, stopped_by: when there is one
     assert LocalRun.from_json(data) == summary
     stopped = LocalRun(pipeline="p", run_id="r", status="interrupted", signal="SIGTERM").to_json()
     assert (stopped["signal"], "reason" in stopped, "stopped_by" in stopped) == ("SIGTERM", False, False)

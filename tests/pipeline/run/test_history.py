@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tests.conftest import write_spec
 from tests.pipeline.run.test_run_taxi import tfxd
-from tfxd.pipeline.run.history import history
+from tfxd.pipeline.run.history import history, write_page
 from tfxd.pipeline.run.lock import lock_path
 
 SPEC = """\
@@ -24,6 +24,7 @@ label: {name: y, task: binary}
 
 # an older tfxd's summary: no seconds, no stopped_by, no spans; a gate record in its drift
 OLDER = {"pipeline": "odd", "run_id": "20261101-090000-000001", "status": "ok", "blessed": False,
+         "evaluation": {"blessed": False, "reasons": ["accuracy 0.75 < 0.8"]},
          "examples": {"splits": {"train": 80, "eval": 20}},
          "strategy": {"strategy": "one_device", "replicas": 1}, "metrics": {"accuracy": 0.75, "note": "text"},
          "components": [{"name": "ExampleGen", "status": "ran", "seconds": 1.25},
@@ -80,6 +81,11 @@ def test_an_older_summary_a_killed_run_and_a_summary_cut_short(tmp_path):
                               "threshold": 0.25}
     table = tfxd("history", "spec.yaml", "--last", "1", cwd=tmp_path)
     assert "odd: 1 run, newest first" in table.stdout and "interrupted" in table.stdout
+    # the page draws what there is and says what there is not
+    page = Path(write_page(str(root), "odd", {"accuracy": {"min": 0.7, "max": None, "max_drop": None}})).read_text()
+    assert page.count('<circle class="run notblessed"') == 1 and ">min 0.7</text>" in page
+    assert "No span was compared with the one before it yet" not in page and "No run has pushed a model yet." in page
+    assert 'data-metric="note"' not in page  # a metric that is not a number draws no chart
 
 
 def test_the_newest_run_without_a_summary_is_running_while_the_roots_lock_is_held(tmp_path):

@@ -6,6 +6,8 @@ its path."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -65,7 +67,7 @@ def test_each_run_trains_on_the_new_day_and_nothing_new_trains_nothing(daily):
     assert recorded["spans"] == ["2026-11-22"]
     assert sorted(recorded["inputs"]["features"]) == ["company", "fare", "trip_miles"]
     assert list(recorded["inputs"]["vocabularies"]) == ["company"]
-    assert "(span 2026-11-22)" in first.stdout
+    assert "(span 2026-11-22)" in first.stdout and f"history: {daily}/tfxd-runs/daily-tips/history.html" in first.stdout
     assert "Span read: <span class=\"mono\">2026-11-22</span>" in Path(summary["report"]).read_text()
 
     add_day(daily, "2026-11-23", 3)
@@ -97,21 +99,86 @@ def test_each_run_trains_on_the_new_day_and_nothing_new_trains_nothing(daily):
     assert refused.returncode == 1
     assert "ExampleGen failed: " in refused.stderr and "data.on_no_new_data is fail" in refused.stderr
 
-    # tfxd history: the five runs, newest first, as their summaries say
+    _the_history_of_the_days(daily)
+
+
+def _the_history_of_the_days(daily: Path) -> None:
+    """A shifted day stopped by the drift gate, then `tfxd history` and history.html: the six runs, newest
+    first, as their summaries say; the page in a real browser."""
+    add_day(daily, "2026-11-24", 4)
+    _shift_fare(daily / "data" / "2026-11-24" / "trips.csv")
+    stopped = tfxd("run", "spec.yaml", "--set", "validation.drift={threshold: 0.9, features: {fare: 0.2}}", cwd=daily)
+    assert stopped.returncode == 1 and "the data drifted between span 2026-11-23 and span 2026-11-24" in stopped.stderr
+    shutil.rmtree(daily / "data" / "2026-11-24")  # the module's days, as the tests after this one expect them
     shown = tfxd("history", "spec.yaml", "--json", cwd=daily)
     assert shown.returncode == 0, shown.stderr
     runs = json.loads(shown.stdout)
-    assert [run["status"] for run in runs] == ["failed", "skipped", "skipped", "ok", "ok"]
-    assert [run["spans"] for run in runs[1:]] == [["2026-11-23"]] * 3 + [["2026-11-22"]]
-    assert runs[1]["reason"].startswith("no new data: ") and runs[1]["examples"] == {}
-    blessed = runs[3]
+    assert [run["status"] for run in runs] == ["stopped", "failed", "skipped", "skipped", "ok", "ok"]
+    assert [run["spans"] for run in runs] == [["2026-11-24"], []] + [["2026-11-23"]] * 3 + [["2026-11-22"]]
+    assert runs[0]["drift"]["verdict"] == "stopped" and runs[0]["drift"]["feature"] == "fare"
+    assert runs[2]["reason"].startswith("no new data: ") and runs[2]["examples"] == {}
+    blessed = runs[4]
     assert blessed["blessed"] is True and (Path(blessed["pushed"]) / "saved_model.pb").is_file()
     assert sum(blessed["examples"].values()) == ROWS_PER_DAY and blessed["strategy"] and blessed["replicas"] == 1
     assert set(blessed["metrics"]) >= {"auc", "binary_accuracy"} and blessed["seconds"] > 0 and blessed["drift"] is None
     assert all(run["started"].startswith("20") for run in runs)
-    table = tfxd("history", "spec.yaml", "--last", "2", cwd=daily)
+    table = tfxd("history", "spec.yaml", "--last", "4", cwd=daily)
     assert table.returncode == 0, table.stderr
-    assert "daily-tips: 2 runs, newest first" in table.stdout and "skipped (no new data: the spans to read (2026-11-23)" in table.stdout
+    assert "daily-tips: 4 runs, newest first" in table.stdout
+    assert "skipped (no new data: the spans to read (2026-11-23)" in table.stdout
+    _the_page_in_a_browser(daily / "tfxd-runs" / "daily-tips" / "history.html", evaluated=2)
+
+
+def _the_page_in_a_browser(page: Path, evaluated: int) -> None:
+    """history.html as Chromium (headless) reads it: the metric chart has a point per evaluated run, the
+    stopped run's drift cell names its feature; a screenshot kept in build/test-artifacts/."""
+    from html.parser import HTMLParser
+
+    browser = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir="
+               + str(page.parent / ".chromium")]
+    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0 and "</html>" in dom.stdout, dom.stderr[-2000:]
+
+    class Seen(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.chart, self.points, self.stopped, self.in_stopped = None, {}, [], False
+
+        def handle_starttag(self, tag, attrs):
+            attributes = dict(attrs)
+            if tag == "svg" and attributes.get("data-metric"):
+                self.chart = attributes["data-metric"]
+            if tag == "circle" and "run" in (attributes.get("class") or "").split():
+                self.points[self.chart] = self.points.get(self.chart, 0) + 1
+            self.in_stopped = tag == "td" and "stopped" in (attributes.get("class") or "").split() or (
+                self.in_stopped and tag == "span")
+
+        def handle_data(self, data):
+            if self.in_stopped and data.strip():
+                self.stopped.append(data.strip())
+
+    seen = Seen()
+    seen.feed(dom.stdout)
+    assert seen.points["binary_accuracy"] == evaluated and seen.points["auc"] == evaluated, seen.points
+    assert len(seen.stopped) == 1 and seen.stopped[0].endswith("> 0.2: stopped by fare"), seen.stopped
+    shots = REPO / "build" / "test-artifacts"
+    shots.mkdir(parents=True, exist_ok=True)
+    shot = subprocess.run([*browser, "--window-size=1280,2400", f"--screenshot={shots / 'history.png'}", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and (shots / "history.png").stat().st_size > 10_000, shot.stderr[-2000:]
+
+
+def _shift_fare(path: Path) -> None:
+    """The meter changed: every fare of the day's file three times higher, plus 20."""
+    import csv
+
+    rows = list(csv.DictReader(path.read_text().splitlines()))
+    for row in rows:
+        row["fare"] = f"{float(row['fare'] or 0) * 3 + 20:.2f}"
+    with path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
 
 
 def test_the_cache_sees_the_spans_read_and_their_files(tmp_path):
@@ -186,18 +253,9 @@ def test_the_drift_gate_turned_on_later_stops_a_shifted_day_and_a_window_compare
     """The gate compares the newest span read with the newest span present before it, whether or not
     earlier runs had the gate on: that span's statistics are computed from its files and kept. With a window
     of three, the newest span is compared with the one before it, not the window with another."""
-    import csv
-
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
         add_day(tmp_path, day, index)
-    shifted = tmp_path / "data" / "2026-11-22" / "trips.csv"
-    rows = list(csv.DictReader(shifted.read_text().splitlines()))
-    for row in rows:
-        row["fare"] = f"{float(row['fare'] or 0) * 3 + 20:.2f}"  # the meter changed
-    with shifted.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    _shift_fare(tmp_path / "data" / "2026-11-22" / "trips.csv")
     write_spec(tmp_path, SPEC)
     for day in ("2026-11-20", "2026-11-21"):  # daily runs without the gate
         earlier = tfxd("run", "spec.yaml", "--to", "StatisticsGen", "--set", f"data.spans.span={day}", cwd=tmp_path)
