@@ -9,7 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import write_spec
+import pytest
+
+from tests.conftest import REPO, write_spec
 from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd.pipeline.run.history import history, write_page
 from tfxd.pipeline.run.lock import lock_path
@@ -105,3 +107,52 @@ def test_the_newest_run_without_a_summary_is_running_while_the_roots_lock_is_hel
         holder.wait()
     assert [line.status for line in history(str(root))] == ["interrupted", "interrupted"]
     assert Path(lock_path(str(root))).exists()
+
+
+def the_page_in_a_browser(page: Path, evaluated: int, metrics: tuple[str, ...] = ("binary_accuracy", "auc"),
+                          stopped_by: str = "fare") -> None:
+    """history.html as Chromium (headless) reads it: each of ``metrics``' charts has a point per evaluated
+    run, the stopped run's drift cell names its feature; a screenshot kept in build/test-artifacts/."""
+    from html.parser import HTMLParser
+
+    browser = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir="
+               + str(page.parent / ".chromium")]
+    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert dom.returncode == 0 and "</html>" in dom.stdout, dom.stderr[-2000:]
+
+    class Seen(HTMLParser):
+        def __init__(self) -> None:
+            super().__init__()
+            self.chart, self.points, self.stopped, self.in_stopped = None, {}, [], False
+
+        def handle_starttag(self, tag, attrs):
+            attributes = dict(attrs)
+            if tag == "svg" and attributes.get("data-metric"):
+                self.chart = attributes["data-metric"]
+            if tag == "circle" and "run" in (attributes.get("class") or "").split():
+                self.points[self.chart] = self.points.get(self.chart, 0) + 1
+            self.in_stopped = tag == "td" and "stopped" in (attributes.get("class") or "").split() or (
+                self.in_stopped and tag == "span")
+
+        def handle_data(self, data):
+            if self.in_stopped and data.strip():
+                self.stopped.append(data.strip())
+
+    seen = Seen()
+    seen.feed(dom.stdout)
+    assert all(seen.points.get(metric) == evaluated for metric in metrics), seen.points
+    assert len(seen.stopped) == 1 and seen.stopped[0].endswith(f": stopped by {stopped_by}"), f"stopped: {seen.stopped}"
+    shots = REPO / "build" / "test-artifacts"
+    shots.mkdir(parents=True, exist_ok=True)
+    shot = subprocess.run([*browser, "--window-size=1280,2400", f"--screenshot={shots / 'history.png'}", page.as_uri()],
+                          capture_output=True, text=True, timeout=120)
+    assert shot.returncode == 0 and (shots / "history.png").stat().st_size > 10_000, shot.stderr[-2000:]
+
+
+def test_the_browser_check_bites_on_a_page_whose_stopped_run_is_not_named(tmp_path):
+    """The judge of history.html above, on a page without a run a gate stopped: it fails, saying so."""
+    root = _project(tmp_path)
+    _summary(root, OLDER)
+    page = Path(write_page(str(root), "odd", {}))
+    with pytest.raises(AssertionError, match=r"stopped: \[\]"):
+        the_page_in_a_browser(page, evaluated=1, metrics=("accuracy",), stopped_by="a")

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO, write_spec
+from tests.pipeline.run.test_history import the_page_in_a_browser
 from tests.pipeline.run.test_run_taxi import statuses, summaries, tfxd
 
 SPEC = """\
@@ -126,46 +126,7 @@ def _the_history_of_the_days(daily: Path) -> None:
     assert table.returncode == 0, table.stderr
     assert "daily-tips: 4 runs, newest first" in table.stdout
     assert "skipped (no new data: the spans to read (2026-11-23)" in table.stdout
-    _the_page_in_a_browser(daily / "tfxd-runs" / "daily-tips" / "history.html", evaluated=2)
-
-
-def _the_page_in_a_browser(page: Path, evaluated: int) -> None:
-    """history.html as Chromium (headless) reads it: the metric chart has a point per evaluated run, the
-    stopped run's drift cell names its feature; a screenshot kept in build/test-artifacts/."""
-    from html.parser import HTMLParser
-
-    browser = ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--user-data-dir="
-               + str(page.parent / ".chromium")]
-    dom = subprocess.run([*browser, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
-    assert dom.returncode == 0 and "</html>" in dom.stdout, dom.stderr[-2000:]
-
-    class Seen(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.chart, self.points, self.stopped, self.in_stopped = None, {}, [], False
-
-        def handle_starttag(self, tag, attrs):
-            attributes = dict(attrs)
-            if tag == "svg" and attributes.get("data-metric"):
-                self.chart = attributes["data-metric"]
-            if tag == "circle" and "run" in (attributes.get("class") or "").split():
-                self.points[self.chart] = self.points.get(self.chart, 0) + 1
-            self.in_stopped = tag == "td" and "stopped" in (attributes.get("class") or "").split() or (
-                self.in_stopped and tag == "span")
-
-        def handle_data(self, data):
-            if self.in_stopped and data.strip():
-                self.stopped.append(data.strip())
-
-    seen = Seen()
-    seen.feed(dom.stdout)
-    assert seen.points["binary_accuracy"] == evaluated and seen.points["auc"] == evaluated, seen.points
-    assert len(seen.stopped) == 1 and seen.stopped[0].endswith("> 0.2: stopped by fare"), seen.stopped
-    shots = REPO / "build" / "test-artifacts"
-    shots.mkdir(parents=True, exist_ok=True)
-    shot = subprocess.run([*browser, "--window-size=1280,2400", f"--screenshot={shots / 'history.png'}", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
-    assert shot.returncode == 0 and (shots / "history.png").stat().st_size > 10_000, shot.stderr[-2000:]
+    the_page_in_a_browser(daily / "tfxd-runs" / "daily-tips" / "history.html", evaluated=2)
 
 
 def _shift_fare(path: Path) -> None:
