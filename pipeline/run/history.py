@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
 from tfxd import keys
@@ -36,8 +37,9 @@ def runs(root: str) -> list[tuple[HistoryLine, LocalRun | None]]:
     running = lock.holder(root)
     found: list[tuple[HistoryLine, LocalRun | None]] = []
     for run_id in sorted(set(summaries) | set(logged), reverse=True):
-        if run_id in summaries:
+        if run_id in summaries:  # a summary cut short still has its folder's name
             summary = LocalRun.from_json(summaries[run_id])
+            summary = summary if summary.run_id else replace(summary, run_id=run_id)
             found.append((_line(summary), summary))
         else:  # no summary: killed outright, or the run going on now (the newest one, with the lock held)
             status = RUNNING if running and not found and run_id == max(logged) else INTERRUPTED
@@ -61,19 +63,20 @@ def started(run_id: str) -> str:
 
 def _summaries(root: str) -> dict[str, Any]:
     """Every summary.json under ``root``'s runs/ (a bucket's too), by run id; an unreadable one as empty."""
-    runs = join(root, "runs")
+    folder = join(root, "runs")
     found: dict[str, Any] = {}
     if is_uri(root):
         from tfx.dsl.io import fileio  # start-up: TFX's file systems load only for a bucket root
 
-        names = [name.rstrip("/") for name in fileio.listdir(runs)] if fileio.exists(runs) else []
+        names = [name.rstrip("/") for name in fileio.listdir(folder)] if fileio.exists(folder) else []
         for name in names:
-            path = join(runs, name, "summary.json")
+            path = join(folder, name, "summary.json")
             if fileio.exists(path):
-                found[name] = _json(fileio.open(path, "r").read())
+                with fileio.open(path, "r") as handle:
+                    found[name] = _json(handle.read())
         return found
-    for name in os.listdir(runs) if os.path.isdir(runs) else []:
-        path = os.path.join(runs, name, "summary.json")
+    for name in os.listdir(folder) if os.path.isdir(folder) else []:
+        path = os.path.join(folder, name, "summary.json")
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as handle:
                 found[name] = _json(handle.read())

@@ -74,7 +74,7 @@ def test_an_older_summary_a_killed_run_and_a_summary_cut_short(tmp_path):
     killed, cut, older = json.loads(done.stdout)
     assert (killed["run_id"], killed["status"]) == ("20261101-110000-000000", "interrupted")
     assert killed["started"].startswith("2026-11-01T11:00:00")
-    assert cut["status"] == "unknown" and cut["run_id"] == ""
+    assert cut["status"] == "unknown" and cut["run_id"] == "20261101-100000-000000"
     assert older["status"] == "ok" and older["seconds"] == 3.8  # its components' time
     assert older["examples"] == {"train": 80, "eval": 20} and older["metrics"] == {"accuracy": 0.75}
     assert (older["strategy"], older["replicas"], older["blessed"], older["pushed"]) == ("one_device", 1, False, None)
