@@ -168,6 +168,11 @@ class HistoryLine:
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
+    @property
+    def pushed_version(self) -> str:
+        """The pushed model's version (its folder's name under push.to), or ""."""
+        return self.pushed.rstrip("/").rsplit("/", 1)[-1] if self.pushed else ""
+
 
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}

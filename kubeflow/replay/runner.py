@@ -63,7 +63,7 @@ from tfxd.kubeflow.replay.ir import (
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run import beam_engine
-from tfxd.pipeline.run.outcome import GateStop, gate_stop, new_run_id
+from tfxd.pipeline.run.outcome import GateStop, gate_stop, new_run_id, with_gate_stop
 from tfxd.run_summary import ReplayRun, run_status
 from tfxd.training_report import TrainingReport
 
@@ -330,7 +330,7 @@ class _Tasks:
         trained = self._training_report()
         statuses = {row["status"] for row in self.rows}
         nothing_new, stopped = self._no_new_data(), self.stopped
-        gates = {**self._gates(), **({stopped.gate: stopped.record} if stopped else {})}
+        gates = with_gate_stop(self._gates(), stopped)
         return ReplayRun(
             pipeline=self.replay.compiled.name, run_id=self.replay.run_id,
             status=run_status(interrupted=bool(self.interrupted), failed="failed" in statuses,

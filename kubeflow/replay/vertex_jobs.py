@@ -297,8 +297,7 @@ class VertexJobs:
             status = code if code >= 0 else 128 - code  # as the container's exit status reads
             said = f"The replica {replica} exited with a non-zero status of {status}."
             restarts = job.restarts.get(replica, 0)
-            if stops.by_signal(code) and -code not in _TRANSIENT and status - 128 not in _TRANSIENT \
-                    and restarts < REPLICA_RESTARTS:
+            if stops.by_signal(code) and status - 128 not in _TRANSIENT and restarts < REPLICA_RESTARTS:
                 job.restarts[replica] = restarts + 1
                 self._launch(job, replica, f"{said} Vertex restarts it with the same hostname (restart "
                                            f"{restarts + 1} of {REPLICA_RESTARTS})")
@@ -313,10 +312,7 @@ class VertexJobs:
         """The whole job run again: every replica stopped and started anew, on the same hosts."""
         job.retries += 1
         job.restarts.clear()
-        for process in job.processes.values():
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        self._kill(job)
         for replica in job.launches:
             self._launch(job, replica, why)
 
@@ -326,11 +322,17 @@ class VertexJobs:
         self.changed.notify_all()
 
     @staticmethod
-    def _stop(job: _Job) -> None:
+    def _kill(job: _Job) -> None:
+        """Every replica of ``job`` still running, killed and reaped."""
         for process in job.processes.values():
             if process.poll() is None:
                 process.kill()
                 process.wait()
+
+    @staticmethod
+    def _stop(job: _Job) -> None:
+        """``job`` over: its replicas killed, their hosts removed."""
+        VertexJobs._kill(job)
         if job.hosts is not None:
             job.hosts.__exit__()
             job.hosts = None

@@ -13,6 +13,7 @@ from typing import Any
 from tfxd.files import write_atomic
 from tfxd.pipeline.report.history_charts import component_bars, metric_chart
 from tfxd.pipeline.report.markup import as_dict, escape, fmt, number, table
+from tfxd.pipeline.report.terminal import verdict_text
 from tfxd.run_summary import HistoryLine, LocalRun, worst_column
 
 _CSS = """
@@ -72,8 +73,8 @@ def render(pipeline: str, runs: list[tuple[HistoryLine, LocalRun | None]],
 def _runs_table(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
     rows: list[list[tuple[str, bool | str]]] = []
     for line, _ in runs:
-        gates = [f"{name}: {escape(_gate(verdict))}" for name, verdict in (("drift", line.drift), ("skew", line.skew))
-                 if verdict]
+        gates = [f"{name} {escape(verdict_text(verdict))}" for name, verdict in (("drift", line.drift),
+                                                                                  ("skew", line.skew)) if verdict]
         rows.append([
             (f'<a href="runs/{escape(line.run_id)}/report.html">{escape(line.started.replace("T", " ")[:16])}</a>', ""),
             (escape(line.status) + (f'<br><span class="muted">{escape(line.reason)}</span>' if line.reason else ""),
@@ -83,26 +84,20 @@ def _runs_table(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
             (escape(f"{line.strategy} x{line.replicas}" if line.strategy else ""), ""),
             ("<br>".join(f"{escape(name)} {fmt(value)}" for name, value in line.metrics.items()), ""),
             (fmt(line.blessed), ""),
-            (escape(line.pushed.rstrip("/").rsplit("/", 1)[-1]) if line.pushed else "", ""),
+            (escape(line.pushed_version), ""),
             ("<br>".join(gates), ""), (f"{line.seconds:.1f}" if line.seconds is not None else "", True)])
     return "<h2>Runs</h2>" + table(["started", "status", "spans", "examples", "strategy", "metrics", "blessed",
                                     "pushed", "gates", "seconds"], rows)
 
 
-def _gate(verdict: dict[str, Any]) -> str:
-    if "feature" not in verdict:
-        return str(verdict.get("verdict"))
-    return f"{verdict['verdict']} ({verdict['feature']} {verdict['distance']:.4f}, threshold {verdict['threshold']:g})"
-
-
 def _metrics(runs: list[tuple[HistoryLine, LocalRun | None]], thresholds: dict[str, dict[str, Any]]) -> str:
     """A chart per metric of the evaluation's overall slice: one point per run that was evaluated."""
-    evaluated = [(line, summary) for line, summary in runs if line.metrics]
-    names = sorted({name for line, _ in evaluated for name in line.metrics if name != "example_count"})
+    evaluated = [line for line, _ in runs if line.metrics]
+    names = sorted({name for line in evaluated for name in line.metrics if name != "example_count"})
     if not names:
         return "<h2>Metrics per run</h2><p>No run was evaluated yet.</p>"
     charts = [metric_chart(name, [(line.started, line.metrics.get(name), line.blessed, bool(line.pushed))
-                                  for line, _ in evaluated], as_dict(thresholds.get(name)))
+                                  for line in evaluated], as_dict(thresholds.get(name)))
               for name in names]
     return ("<h2>Metrics per run</h2><p class=\"muted\">Filled: blessed; hollow: not blessed; ringed: pushed; "
             "dashed: the spec's threshold.</p>" f'<div class="charts">{"".join(charts)}</div>')

@@ -89,18 +89,16 @@ def show_history(pipeline: str, lines: list[HistoryLine]) -> None:
         if line.blessed is not None:
             parts.append("blessed" if line.blessed else "not blessed")
         if line.pushed:
-            parts.append(f"pushed {line.pushed.rstrip('/').rsplit('/', 1)[-1]}")
-        parts += [f"{name} {_gate_cell(verdict)}" for name, verdict in (("drift", line.drift), ("skew", line.skew))
+            parts.append(f"pushed {line.pushed_version}")
+        parts += [f"{name} {verdict_text(verdict)}" for name, verdict in (("drift", line.drift), ("skew", line.skew))
                   if verdict]
         if line.seconds is not None:
             parts.append(f"{line.seconds:.1f} s")
         console.out.print("  ".join(parts))
 
 
-def _gate_cell(verdict: dict[str, Any] | None) -> str:
-    """A gate's verdict in a cell: `stopped: bmi 1.0000 > 0.3`, `within: fare 0.0412`."""
-    if not verdict:
-        return ""
+def verdict_text(verdict: dict[str, Any]) -> str:
+    """A gate's verdict in short (HistoryLine.drift, .skew): `stopped: bmi 1.0000 > 0.3`, `within: fare 0.0412`."""
     if "feature" not in verdict:
         return verdict["verdict"]
     past = f" > {verdict['threshold']:g}" if verdict["verdict"] in ("stopped", "beyond") else ""

@@ -32,6 +32,7 @@ from tfxd.pipeline.run.outcome import (
     new_run_id,
     root_cause,
     shortened,
+    with_gate_stop,
 )
 from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
@@ -312,9 +313,7 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, i
     training = records.training_report(run)
     evaluation = records.evaluation_report(run)
     overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
-    gates = {"drift": records.drift_report(run), "skew": records.skew_report(run)}
-    if stopped is not None:
-        gates[stopped.gate] = stopped.record
+    gates = with_gate_stop({"drift": records.drift_report(run), "skew": records.skew_report(run)}, stopped)
     return LocalRun(
         pipeline=loaded.spec.name, run_id=paths.run_id,
         status=run_status(interrupted=interrupted, failed=failed, skipped=skipped is not None,

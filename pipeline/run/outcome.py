@@ -11,6 +11,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass
+from typing import Any
 
 from tfxd import keys, stops
 from tfxd.files import local_state
@@ -65,6 +66,12 @@ class GateStop:
     gate: str
     message: str
     record: dict
+
+
+def with_gate_stop(gates: dict[str, Any], stopped: GateStop | None) -> dict[str, Any]:
+    """The gates' records ({drift, skew}), the one of the gate that ``stopped`` the run from its verdict (a
+    failed execution published none)."""
+    return {**gates, stopped.gate: stopped.record} if stopped else gates
 
 
 def gate_stop(log: str | None) -> GateStop | None:
