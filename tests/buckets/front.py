@@ -269,18 +269,19 @@ class _FrontHandler(http.server.BaseHTTPRequestHandler):
         if self.headers.get("Metadata-Flavor") != "Google":
             return self._reply(403, {"error": "Missing Metadata-Flavor: Google header"})
         path = self.path.split("?", 1)[0]
-        answers: dict[str, Callable[[], object]] = {
-            "/": lambda: "ok",
-            "/computeMetadata/v1/": lambda: "ok",
-            "/computeMetadata/v1/instance/service-accounts/default/token":
-                lambda: {"access_token": TOKEN, "expires_in": 3599, "token_type": "Bearer"},
-            "/computeMetadata/v1/instance/service-accounts/default/":
-                lambda: {"email": f"tests@{PROJECT}.iam.gserviceaccount.com", "aliases": ["default"],
-                         "scopes": ["https://www.googleapis.com/auth/cloud-platform"]},
-            "/computeMetadata/v1/instance/service-accounts/default/email":
-                lambda: f"tests@{PROJECT}.iam.gserviceaccount.com",
-            "/computeMetadata/v1/project/project-id": lambda: PROJECT,
-        }
+        email = f"tests@{PROJECT}.iam.gserviceaccount.com"
+        # The account answers by its alias and by its email: google-auth's Compute Engine credentials ask
+        # for `default` first and for the email they learnt on every later refresh
+        # (google/auth/compute_engine/credentials.py, _retrieve_info).
+        answers: dict[str, Callable[[], object]] = {"/": lambda: "ok", "/computeMetadata/v1/": lambda: "ok",
+                                                    "/computeMetadata/v1/project/project-id": lambda: PROJECT}
+        for account in ("default", email):
+            accounts = f"/computeMetadata/v1/instance/service-accounts/{account}/"
+            answers[accounts + "token"] = lambda: {"access_token": TOKEN, "expires_in": 3599,
+                                                   "token_type": "Bearer"}
+            answers[accounts] = lambda: {"email": email, "aliases": ["default"],
+                                         "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+            answers[accounts + "email"] = lambda: email
         answer = answers.get(path)
         self._reply(200 if answer else 404, answer() if answer else {"error": f"no {path} here"})
 

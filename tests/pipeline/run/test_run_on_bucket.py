@@ -168,6 +168,18 @@ def test_the_front_refuses_what_cloud_storage_refuses_and_takes_what_it_takes(bu
     assert bucket.read(BUCKET, "identity.txt") == b"ok"
 
 
+def test_a_clients_token_refreshed_again_is_given_for_the_account_it_learnt(bucket):
+    """google-auth's Compute Engine credentials ask the metadata server for `default` once and for the
+    account's email on every later refresh (google/auth/compute_engine/credentials.py, _retrieve_info), as
+    Beam's GCSIO does when its token is refreshed mid-run: the front answers both, as GCE's does."""
+    code = ("import google.auth.transport.requests as r; from google.auth import compute_engine; "
+            "c = compute_engine.Credentials(); c.refresh(r.Request()); c.refresh(r.Request()); "
+            "print(c.service_account_email, c.token)")
+    result = bucket.run(sys.executable, "-c", code, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["tests@tfxd-tests.iam.gserviceaccount.com", TOKEN]
+
+
 def test_a_status_query_on_an_upload_holding_nothing_publishes_nothing(bucket):
     """After a dropped connection a client asks how much of its upload arrived (`Content-Range: bytes */N`).
     Cloud Storage answers 308 and keeps waiting; fake-gcs-server alone commits what it holds, an empty
