@@ -76,7 +76,7 @@ def _node_seconds(metadata_db: str) -> dict[str, float]:
 
 def _tfx_accuracy(metadata_db: str) -> float:
     """binary_accuracy over the eval split, from TFX's Evaluator output (read as tfxd reads its own)."""
-    from tfxd.pipeline.run.results import metrics_per_slice
+    from tfxd.components.evaluator.slices import metrics_per_slice
 
     evaluation = store(metadata_db).get_artifacts_by_type("ModelEvaluation")[-1]
     return metrics_per_slice(evaluation.uri)[0]["metrics"]["binary_accuracy"]

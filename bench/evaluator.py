@@ -91,8 +91,8 @@ def worker(side: str, metadata_db: str) -> dict:
     from tfx.types import standard_component_specs as keys
 
     from tfxd.components.evaluator.executor import Executor as TfxdExecutor
+    from tfxd.components.evaluator.slices import metrics_per_slice
     from tfxd.pipeline.assembly.beam_args import direct_args
-    from tfxd.pipeline.run.results import metrics_per_slice
 
     inputs, properties = _recorded(metadata_db)
     properties[keys.EVAL_CONFIG_KEY] = _eval_config(side, properties[keys.EVAL_CONFIG_KEY])

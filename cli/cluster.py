@@ -155,6 +155,7 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
         sys.exit(2)
     except launcher.TaskFailed as exc:
         console.error(str(exc))
+        _history_page(exc.summary)
         sys.exit(1)
     console.info(f"replay {summary['run_id']} of {summary['pipeline']}: {summary['run_dir']}")
     if summary["status"] == "skipped":
@@ -166,6 +167,21 @@ def replay(compiled_file: str, project_dir: str, root: str | None, params: tuple
                         else "blessed")
     else:
         console.warn("not blessed, so not pushed")
+    _history_page(summary)
+
+
+def _history_page(summary: dict[str, Any]) -> None:
+    """history.html in the replay's root, from the records every replay of the pipeline left (a page that
+    cannot be drawn does not fail the replay)."""
+    from tfxd.pipeline.run.history import replay_page  # start-up: as the replay itself
+
+    try:
+        page = replay_page(summary)
+    except Exception as exc:  # noqa: BLE001 - the replay's outcome stands
+        console.warn(f"could not write the history page: {type(exc).__name__}: {exc}")
+        return
+    if page:
+        console.info(f"history: {page}")
 
 
 @click.command(name="kubeflow-manifest")

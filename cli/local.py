@@ -15,13 +15,21 @@ import click
 from tfxd import console, stops
 from tfxd.buckets import BucketsSplit
 from tfxd.cli import scaffold
-from tfxd.cli.options import fails_well, output_option, set_option, target_option
+from tfxd.cli.options import (
+    endpoint_option,
+    fails_well,
+    output_option,
+    service_call,
+    set_option,
+    target_option,
+)
 from tfxd.files import write_atomic
 from tfxd.pipeline.report.terminal import show_history
-from tfxd.pipeline.run.history import history as run_history
+from tfxd.pipeline.run.history import no_runs_yet, runs_of, write_page
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.load import load_spec
 from tfxd.pipeline.spec.render import json_schema, to_yaml
+from tfxd.pipeline.spec.targets import CLUSTER_TARGETS, TARGETS
 from tfxd.pipeline.spec.training import Training
 
 
@@ -169,24 +177,50 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
 
 @click.command()
 @click.argument("spec", type=click.Path())
-@click.option("--target", type=click.Choice(["local"]), default="local", show_default=True,
-              help="Whose runs: tfxd run's, under the spec's root (a Kubeflow or Vertex pipeline's are not read yet).")
+@click.option("--target", type=click.Choice(TARGETS), default="local", show_default=True,
+              help="Whose runs: tfxd run's under the spec's root; a Kubeflow or Vertex pipeline's, from the records "
+                   "its tasks leave in its pipeline root (read with the bucket's own client).")
+@click.option("--root", metavar="PATH", help="Read the runs under PATH instead: a `tfxd replay --root` folder, "
+              "another pipeline root.")
 @click.option("--last", type=click.IntRange(min=1), metavar="N", help="Only the N newest runs.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON list of the runs instead of the table.")
+@click.option("--html", metavar="PATH", help="Also write the history page (history.html) to PATH, a file or a "
+              "bucket path.")
+@click.option("--ask-engine", is_flag=True, help="Also ask Kubeflow Pipelines (targets.kubeflow.host) or Vertex AI "
+              "(targets.vertex.project) for each run's state: a run no task recorded the end of, or none of whose "
+              "tasks began.")
+@endpoint_option
 @set_option
 @fails_well
-def history(spec: str, target: str, last: int | None, as_json: bool, sets: tuple[str, ...]) -> None:
+def history(spec: str, target: str, root: str | None, last: int | None, as_json: bool, html: str | None,
+            ask_engine: bool, endpoint: str | None, sets: tuple[str, ...]) -> None:
     """SPEC's runs, newest first: when, status, spans, examples, strategy, metrics, blessed, pushed, drift
     and skew, seconds."""
+    if ask_engine and target not in CLUSTER_TARGETS:
+        raise click.UsageError("--ask-engine asks Kubeflow Pipelines or Vertex AI: give --target "
+                               + " or ".join(CLUSTER_TARGETS))
     loaded = load_spec(spec, sets, target=target)
-    root = loaded.resolve(loaded.spec.root or "")
-    lines = run_history(root, last)
+    where, found = runs_of(loaded, target, loaded.resolve(root) if root else None)
+    if ask_engine:
+        # start-up: the services' SDKs load only when asked
+        from tfxd.kubeflow.targets import cluster_target
+        from tfxd.pipeline.run.cluster_history import with_engine
+
+        service = cluster_target(target)
+        states = service_call(lambda: service.run_states(loaded.spec, endpoint=endpoint))
+        found = with_engine(found, states, service.TITLE)
+    lines = [line for line, _ in found][:last] if last else [line for line, _ in found]
+    if html:
+        thresholds = {name: value.model_dump() for name, value in loaded.spec.evaluation.thresholds.items()}
+        write_page(where, loaded.spec.name, thresholds, found, loaded.resolve(html))
     if as_json:
         click.echo(json.dumps([line.to_json() for line in lines], indent=2))
     elif not lines:
-        console.info(f"no runs of {loaded.spec.name} yet under {root}: `tfxd run {spec}` makes the first")
+        console.info(no_runs_yet(loaded, target, where, spec))
     else:
         show_history(loaded.spec.name, lines)
+    if html and not as_json:  # stdout is the JSON alone
+        console.info(f"history: {loaded.resolve(html)}")
 
 
 def _emit(content: str | bytes, output: str | None) -> None:

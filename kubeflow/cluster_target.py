@@ -15,6 +15,7 @@ from tfxd.kubeflow.clients import OnState
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import Schedule
+from tfxd.run_summary import EngineRun
 
 
 class ScheduleError(RuntimeError):
@@ -60,6 +61,11 @@ class ClusterTarget(ABC):
                credentials: Any = None, on_state: OnState | None = None) -> str:
         """Start one run of the compiled file (with `wait`, follow it to its end); the line that says what
         was submitted and where to see it. Raises clients.RunFailed when a followed run fails."""
+
+    @abstractmethod
+    def run_states(self, spec: Spec, *, endpoint: str | None = None, credentials: Any = None) -> dict[str, EngineRun]:
+        """The pipeline's runs the service knows, by the id its run folder in the pipeline root is named
+        after (`tfxd history` joins them to the runs' records)."""
 
     # ---------------------------------------------------------------- the schedule (kubeflow/schedules.py)
 

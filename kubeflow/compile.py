@@ -8,7 +8,9 @@ root; the only file written is the output, atomically.
 What one service needs beyond TFX's compiler is its target's (kubeflow_pipelines.py for the open-source
 backend: schema 2.1.0, parameter defaults, resources, no lifecycle hooks). On both targets the tasks that
 find the latest pushed model (the baseline, the warm start) are never cached: they read the bucket; and
-with spans in data.path ExampleGen reads by the run's schedule time.
+with spans in data.path ExampleGen reads by the run's schedule time. Every container task runs tfxd's entry
+point around TFX's (components/cluster_task.py), which leaves the task's record in its run's folder for
+`tfxd history`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from tfxd.pipeline.assembly.dag import runtime_parameters, tfx_pipeline
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.placement import Placement
 
+TFX_ENTRY_POINT = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+
 
 def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     """The compiled PipelineJob as a dict (its `pipelineSpec` is the KFP PipelineSpec)."""
@@ -37,6 +41,7 @@ def pipeline_job(loaded: LoadedSpec, target: str) -> dict[str, Any]:
     root = Placement(loaded, target).pipeline_root()
     service.adapt(job["pipelineSpec"], loaded, root, parameters)
     _never_cached(job["pipelineSpec"], (keys.RESOLVER, keys.WARM_START_RESOLVER))
+    _recorded(job["pipelineSpec"], spec.name)
     if spec.data.span_pattern is not None:
         _schedule_time(job["pipelineSpec"])
     job["runtimeConfig"]["gcsOutputDirectory"] = root
@@ -48,6 +53,18 @@ def _never_cached(pipeline_spec: dict[str, Any], names: tuple[str, ...]) -> None
     for name, task in pipeline_spec["root"]["dag"]["tasks"].items():
         if name in names:
             task["cachingOptions"] = {"enableCache": False}
+
+
+def _recorded(pipeline_spec: dict[str, Any], pipeline: str) -> None:
+    """Each container task runs TFX's entry point through tfxd's, told the pipeline and the task it records."""
+    components = pipeline_spec["components"]
+    executors = pipeline_spec["deploymentSpec"]["executors"]
+    for name, task in pipeline_spec["root"]["dag"]["tasks"].items():
+        label = components[task["componentRef"]["name"]].get("executorLabel")
+        container = executors.get(label, {}).get("container") if label else None
+        if container and container.get("command", [])[-1:] == [TFX_ENTRY_POINT]:
+            container["command"] = [*container["command"][:-1], keys.TASK_ENTRY_POINT]
+            container["args"] = [keys.TASK_PIPELINE_ARG, pipeline, keys.TASK_NAME_ARG, name, *container["args"]]
 
 
 def _schedule_time(pipeline_spec: dict[str, Any]) -> None:

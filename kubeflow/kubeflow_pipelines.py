@@ -41,6 +41,7 @@ from tfxd.pipeline.spec import cron
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import KubeflowTarget, Schedule
+from tfxd.run_summary import EngineRun
 
 NAME = "kubeflow"
 # KFP v2beta1 RuntimeState.
@@ -85,6 +86,9 @@ class KubeflowPipelines(ClusterTarget):
                credentials: Any = None, on_state: OnState | None = None) -> str:
         result = submit_kubeflow(spec, compiled_path, wait=wait, host=endpoint, on_state=on_state)
         return f"submitted run {result['run_id']} ({result['state']})" + (f": {result['url']}" if result["url"] else "")
+
+    def run_states(self, spec: Spec, *, endpoint: str | None = None, credentials: Any = None) -> dict[str, EngineRun]:
+        return kfp_runs(spec, endpoint)
 
     def apply_schedule(self, spec: Spec, schedule: Schedule, compiled_path: str, *, endpoint: str | None = None,
                        credentials: Any = None) -> str:
@@ -204,6 +208,31 @@ def submit_kubeflow(spec: Spec, compiled_path: str, *, wait: bool = False, host:
         report(state, on_state)
     return {"run_id": run_id, "run_name": run_name, "experiment_id": result.run_info.experiment_id,
             "state": state, "url": url}
+
+
+def kfp_runs(spec: Spec, host: str | None = None) -> dict[str, EngineRun]:
+    """The runs in the experiment named after the pipeline (where tfxd submit and schedule put them), by run
+    id: KFP writes a run's outputs under `<pipeline root>/<pipeline>/<run id>`."""
+    client = kfp_client(kubeflow_host(spec, host))
+    runs: list[Any] = []
+    with quiet():
+        try:
+            experiment = client.get_experiment(experiment_name=spec.name)
+        except ValueError:  # no experiment of that name: nothing was submitted yet
+            return {}
+        token = ""
+        while True:
+            page = client.list_runs(experiment_id=experiment.experiment_id, page_token=token, page_size=100)
+            runs += page.runs or []
+            token = page.next_page_token or ""
+            if not token:
+                break
+    return {run.run_id: EngineRun(state=run.state or "", created=_iso(run.created_at), name=run.display_name or "")
+            for run in runs}
+
+
+def _iso(moment: Any) -> str:
+    return moment.isoformat() if isinstance(moment, datetime.datetime) else str(moment or "")
 
 
 # ------------------------------------------------------------------ the schedule

@@ -30,6 +30,7 @@ from tfxd.pipeline.spec import cron
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import Schedule, VertexTarget
+from tfxd.run_summary import EngineRun
 
 NAME = "vertex"
 # Vertex's PipelineState names without their PIPELINE_STATE_ prefix; the SDK counts PAUSED as done too.
@@ -64,6 +65,9 @@ class VertexPipelines(ClusterTarget):
         result = submit_vertex(spec, compiled_path, wait=wait, credentials=credentials, api_endpoint=endpoint,
                                on_state=on_state)
         return f"submitted {result['name']} ({result['state']}): {result['console_url']}"
+
+    def run_states(self, spec: Spec, *, endpoint: str | None = None, credentials: Any = None) -> dict[str, EngineRun]:
+        return vertex_runs(spec, credentials=credentials, api_endpoint=endpoint)
 
     def apply_schedule(self, spec: Spec, schedule: Schedule, compiled_path: str, *, endpoint: str | None = None,
                        credentials: Any = None) -> str:
@@ -181,6 +185,24 @@ def submit_vertex(spec: Spec, compiled_path: str, *, wait: bool = False, credent
     else:
         report(state, on_state)
     return {"name": name, "state": state, "console_url": url, "url": url}
+
+
+def vertex_runs(spec: Spec, *, credentials: Any = None, api_endpoint: str | None = None) -> dict[str, EngineRun]:
+    """The pipeline jobs labelled with the pipeline (tfxd labels every run it submits or schedules), by job
+    id: Vertex writes a job's outputs under `<pipeline root>/<project number>/<job id>`."""
+    target = vertex_target(spec)
+    aiplatform = vertex_sdk(api_endpoint, credentials)
+    with quiet():
+        jobs = aiplatform.PipelineJob.list(filter=f'labels.tfxd-pipeline="{spec.name[:LABEL_MAX]}"',
+                                           project=target.project, location=target.region, credentials=credentials)
+    found = {}
+    for job in jobs:
+        resource = job.gca_resource
+        created = resource.create_time
+        found[job.resource_name.rsplit("/", 1)[-1]] = EngineRun(
+            state=vertex_state(resource.state), name=resource.display_name,
+            created=created.isoformat() if hasattr(created, "isoformat") else str(created or ""))
+    return found
 
 
 # ------------------------------------------------------------------ the schedule

@@ -132,6 +132,11 @@ CREATE_TIME_KEY = "tfxd_create_time"
 # needs (pipeline.spec.targets: TargetSection.trainer_launcher), pipeline/assembly/dag.py maps it to a Trainer.
 OPERATOR_JOB_LAUNCHER = "operator_job"
 VERTEX_JOB_LAUNCHER = "vertex_custom_job"
+# Their executors' class paths, as the compiled files name them: replay runs those Trainer tasks against its
+# local operators and Vertex stand-in, and tells them by name without importing them (the Kubernetes client,
+# aiplatform, every TFX component: seconds of every replay's start; tests/kubeflow/test_replay_names.py).
+OPERATOR_JOB_EXECUTOR = "tfxd.components.trainer.job_launch.OperatorExecutor"
+VERTEX_JOB_EXECUTOR = "tfxd.components.trainer.vertex_job.Executor"
 
 # The functions TFX loads by name inside the Transform and Trainer executors (pipeline.assembly names them).
 PREPROCESSING_FN = "tfxd.components.transform.preprocessing.preprocessing_fn"
@@ -156,3 +161,20 @@ ADDRESSES_ENV = "TFXD_CLUSTER_ADDRESSES"
 # Every run of a pipeline on one page, in its root beside runs/ (pipeline/report/history_page.py), rewritten
 # by each `tfxd run` and linked from each report.html (runs/<run id>/report.html -> ../../HISTORY_PAGE).
 HISTORY_PAGE = "history.html"
+
+# What each task of a compiled pipeline leaves in its run's folder of the pipeline root, on the cluster and in a
+# replay (components/cluster_task.py writes it, pipeline/run/cluster_history.py reads it): `<run folder>/
+# TASK_RECORDS/<task>.json`, the run folder being the one every task's output artifacts go under
+# (`<root>/<pipeline>/<run id>` on Kubeflow Pipelines, `<root>/<project number>/<job id>` on Vertex).
+TASK_RECORDS = "tfxd-records"
+# The compiled containers' entry point (kubeflow/compile.py writes it, the pipeline image has it) and its own
+# arguments, before TFX's: whose record it writes.
+TASK_ENTRY_POINT = "tfxd.components.cluster_task"
+TASK_PIPELINE_ARG = "--tfxd_pipeline"
+TASK_NAME_ARG = "--tfxd_task"
+# The evaluation artifact's overall-slice metrics, as JSON {name: value} (the Evaluator's executor sets it),
+# so that a run on a cluster says its metrics without TFMA reading the evaluation back.
+METRICS_PROPERTY = "tfxd_metrics"
+# The evaluation's slice of every example, as a run's summary and the metrics property name it
+# (components/evaluator/slices.py).
+OVERALL_SLICE = "Overall"

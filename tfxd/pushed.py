@@ -3,7 +3,10 @@ blessed it, each into `<destination>/<unix time>/` (saved_model.pb written last)
 version there is the pipeline's latest blessed model on every runner, with nothing but the bucket the
 pipeline already writes. Beside each model, in its SavedModel's assets.extra (copied with it, ignored by
 TF Serving), the Trainer leaves what it was trained on: the Evaluator's baseline (components/baseline),
-ExampleGen's "no new data" check and the Trainer's warm start read them here."""
+ExampleGen's "no new data" check and the Trainer's warm start read them here. The Trainer's training report
+(its plan, epochs and metrics) lies there too, and tfxd's Pusher adds the evaluation that blessed the model
+(EVALUATION_FILE): a pushed version says where it came from even where the pipeline root is gone, and
+`tfxd history` reads it (pipeline/run/cluster_history.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +17,10 @@ from typing import Any
 
 # inside the serving model's folder: DataRecord as JSON; the chief's run_fn writes it
 DATA_RECORD_FILE = os.path.join("assets.extra", "tfxd_data.json")
+# inside the serving model's folder: the training report (training_report.write, the chief's run_fn) and the
+# evaluation that blessed the pushed version ({blessed, metrics, model, baseline}, components/pusher)
+EXTRA_DIR = "assets.extra"
+EVALUATION_FILE = os.path.join(EXTRA_DIR, "tfxd_evaluation.json")
 
 
 @dataclass(frozen=True)
@@ -59,3 +66,15 @@ def write_data_record(serving_model_dir: str, record: DataRecord) -> None:
     fileio.makedirs(os.path.dirname(path))
     with fileio.open(path, "w") as handle:
         handle.write(json.dumps(record.to_json(), sort_keys=True))
+
+
+def read_json(serving_model_dir: str, name: str) -> dict[str, Any]:
+    """A JSON file beside the model at ``serving_model_dir`` (EVALUATION_FILE...), {} when there is none."""
+    from tfx.dsl.io import fileio  # start-up: as above
+
+    path = os.path.join(serving_model_dir, name)
+    if not fileio.exists(path):
+        return {}
+    with fileio.open(path, "r") as handle:
+        found = json.loads(handle.read())
+    return found if isinstance(found, dict) else {}

@@ -9,11 +9,13 @@ short or odd (written by an older tfxd, edited by hand) as empty parts, so the r
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
 OK, FAILED, INTERRUPTED, SKIPPED, NOT_RUN = "ok", "failed", "interrupted", "skipped", "not run"
 STOPPED = "stopped"  # by a validation gate (validation.drift or validation.skew, action: fail)
+RUNNING = "running"  # in `tfxd history`: a run going on now
 
 
 def run_status(*, interrupted: bool, failed: bool, skipped: bool, not_run: bool = False,
@@ -147,6 +149,15 @@ class ReplayRun(RunSummary):
 
 
 @dataclass(frozen=True)
+class EngineRun:
+    """A run as Kubeflow Pipelines or Vertex AI knows it (`tfxd history --ask-engine`)."""
+
+    state: str  # the service's own word: RUNNING, SUCCEEDED, FAILED, CANCELED (KFP) or CANCELLED (Vertex)...
+    created: str  # ISO 8601
+    name: str = ""  # the run's display name
+
+
+@dataclass(frozen=True)
 class HistoryLine:
     """One run, as `tfxd history` prints it and `--json` gives it."""
 
@@ -164,14 +175,59 @@ class HistoryLine:
     drift: dict[str, Any] | None = None  # None: not checked; else the verdict and the largest distance
     skew: dict[str, Any] | None = None
     seconds: float | None = None
+    engine: str | None = None  # the run's state as Kubeflow Pipelines or Vertex AI says it, where asked
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
+
+    @classmethod
+    def of(cls, summary: LocalRun) -> HistoryLine:
+        """A run's line, from its summary (a local run's summary.json, or a cluster run's task records)."""
+        splits = summary.examples.get("splits")
+        plan = summary.strategy or {}
+        seconds = summary.seconds
+        if seconds is None and summary.components:  # an older tfxd's summary: its components' time
+            seconds = round(sum(float(c.get("seconds") or 0) for c in summary.components), 1)
+        return cls(
+            run_id=summary.run_id, started=started(summary.run_id), status=summary.status or "unknown",
+            reason=summary.reason, spans=list(summary.examples.get("spans") or []),
+            examples={str(k): int(v) for k, v in splits.items()} if isinstance(splits, dict) else {},
+            strategy=plan.get("strategy"), replicas=plan.get("replicas"),
+            metrics={k: v for k, v in summary.metrics.items() if isinstance(v, (int, float))},
+            blessed=summary.blessed if summary.evaluation else None, pushed=summary.pushed_to, drift=_verdict(summary.drift, summary, "drift"),
+            skew=_verdict(summary.skew, summary, "skew"), seconds=seconds)
 
     @property
     def pushed_version(self) -> str:
         """The pushed model's version (its folder's name under push.to), or ""."""
         return self.pushed.rstrip("/").rsplit("/", 1)[-1] if self.pushed else ""
+
+
+def started(run_id: str) -> str:
+    """When the run started, from its id (outcome.new_run_id: local time to the microsecond)."""
+    try:
+        when = datetime.datetime.strptime(run_id, "%Y%m%d-%H%M%S-%f")
+    except ValueError:
+        return ""
+    return when.astimezone().isoformat(timespec="seconds")
+
+
+def _verdict(gate: dict[str, Any] | None, summary: LocalRun, name: str) -> dict[str, Any] | None:
+    """A gate's verdict in short: stopped (it stopped the run), beyond (past a threshold, warned), within or
+    nothing to compare; the worst column (run_summary.worst_column), its distance and threshold."""
+    if not gate:
+        return None
+    columns = gate.get("columns") or {}
+    verdict = ("stopped" if summary.stopped_by == name else "beyond" if gate.get("beyond")
+               else "within" if columns else "nothing to compare")
+    short: dict[str, Any] = {"verdict": verdict}
+    if "span" in gate:
+        short.update(span=gate.get("span"), previous_span=gate.get("previous_span"))
+    worst = worst_column(gate)
+    if worst is not None:
+        column, value = worst
+        short.update(feature=column, distance=value.get("distance"), threshold=value.get("threshold"))
+    return short
 
 
 def _mapping(value: Any) -> dict[str, Any]:

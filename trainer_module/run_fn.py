@@ -133,6 +133,7 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
         model_dir = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the model artifact's folder
         training_report.write(model_dir, result)
         pushed.write_data_record(fn_args.serving_model_dir, pushed.DataRecord(inputs, config.spans))
+        training_report.write(os.path.join(fn_args.serving_model_dir, pushed.EXTRA_DIR), result)  # pushed with it
     return result
 
 

@@ -4,20 +4,24 @@ A resolver hands the Evaluator no baseline when there is none; a task that finds
 open-source Kubeflow backend runs tasks, not resolvers: components/baseline) always hands over a model
 artifact, empty when there is none. Given an empty one, TFX's Evaluator would try to load a model from
 it; this executor leaves it out, so the first model is judged by its absolute thresholds alone, as it
-is locally and on Vertex.
+is locally and on Vertex. The evaluation artifact carries its overall slice's metrics
+(keys.METRICS_PROPERTY), which a run's record on a cluster hands to `tfxd history`; so does the blessing,
+which hands them to Pusher, which writes them beside the pushed model.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 from absl import logging
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.dsl.io import fileio
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import path_utils
 
-from tfxd import files
+from tfxd import files, keys
+from tfxd.components.evaluator.slices import metrics_per_slice
 
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
 
@@ -36,3 +40,9 @@ class Executor(files.PipelineTempRemovedExecutor, tfx_evaluator.Executor):
                          [model.uri for model in baselines])
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
         super().Do(input_dict, output_dict, exec_properties)
+        evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
+        overall: dict[str, float] = next(
+            (s["metrics"] for s in metrics_per_slice(evaluation.uri) if s["slice"] == keys.OVERALL_SLICE), {})
+        blessing = artifact_utils.get_single_instance(output_dict[standard_component_specs.BLESSING_KEY])
+        for artifact in (evaluation, blessing):  # the blessing hands them to Pusher (components/pusher)
+            artifact.set_string_custom_property(keys.METRICS_PROPERTY, json.dumps(overall, sort_keys=True))

@@ -27,7 +27,16 @@ class AnomaliesFound(RuntimeError):
     """The data does not match the schema; the message lists each anomaly in plain words."""
 
 
-class DriftFound(RuntimeError):
+class GateStopped(RuntimeError):
+    """A validation gate stopped the run; ``verdict`` ({gate, message, and the gate's record}) goes into a
+    cluster task's record (components/cluster_task.py), as the log line keys.GATE_VERDICT does locally."""
+
+    def __init__(self, message: str, verdict: dict) -> None:
+        super().__init__(message)
+        self.verdict = verdict
+
+
+class DriftFound(GateStopped):
     """The new span's distribution moved beyond validation.drift's thresholds; names columns and numbers."""
 
 
@@ -35,7 +44,7 @@ class LabelClassesWrong(RuntimeError):
     """A multiclass label's classes do not fit the spec or the splits; names the values, splits and fix."""
 
 
-class SkewFound(RuntimeError):
+class SkewFound(GateStopped):
     """The train and eval splits differ beyond validation.skew's thresholds; names columns and numbers."""
 
 
@@ -183,7 +192,7 @@ def _moved(beyond: dict) -> str:
                      f"{value['threshold']:g}" for column, value in sorted(beyond.items()))
 
 
-def _judge(output_dict, gate: str, record: dict, config: dict, error: type[RuntimeError], text: str,
+def _judge(output_dict, gate: str, record: dict, config: dict, error: type[GateStopped], text: str,
            check: str) -> None:
     """Record a gate's distances on the anomalies artifact, then stop the run or warn when a column is
     beyond its threshold (validation.<gate>.action)."""
@@ -192,7 +201,8 @@ def _judge(output_dict, gate: str, record: dict, config: dict, error: type[Runti
     if not record["beyond"]:
         return
     if config["action"] == "fail":
-        logging.error("%s%s", keys.GATE_VERDICT, json.dumps({"gate": gate, "message": text, **record}, sort_keys=True))
+        verdict = {"gate": gate, "message": text, **record}
+        logging.error("%s%s", keys.GATE_VERDICT, json.dumps(verdict, sort_keys=True))
         raise error(f"{text}. {check}, raise the threshold (validation.{gate}.features) or set "
-                    f"validation.{gate}.action: warn")
+                    f"validation.{gate}.action: warn", verdict)
     logging.warning("tfxd %s: %s (validation.%s.action: warn)", gate, text, gate)

@@ -1,7 +1,7 @@
 """Container tasks started from one process that has already imported TFX, instead of a fresh interpreter
-each: every task of a compiled file runs `python -m tfx.orchestration.kubeflow.v2.container.
-kubeflow_v2_run_executor ...`, and importing that module (TensorFlow, Beam, TFX) is most of a small task's
-time, ten times over in a replay of ten tasks.
+each: every task of a compiled file runs `python -m tfxd.components.cluster_task ...` (keys.TASK_ENTRY_POINT,
+around TFX's kubeflow_v2_run_executor), and importing that module (TensorFlow, Beam, TFX) is most of a small
+task's time, ten times over in a replay of ten tasks.
 
 A preloader process (`python -m tfxd.kubeflow.replay.forked_tasks MODULE`) imports the module once, in
 exactly the environment the launcher gives a task, then forks a child per task: the child takes the task's
@@ -26,7 +26,9 @@ import sys
 import tempfile
 from typing import Any
 
-MODULE = "tfx.orchestration.kubeflow.v2.container.kubeflow_v2_run_executor"
+from tfxd import keys
+
+MODULE = keys.TASK_ENTRY_POINT
 
 
 class Preloaded:

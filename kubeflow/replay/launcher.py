@@ -22,9 +22,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
-from tfx.utils import name_utils
-
-from tfxd.components.trainer import job_launch, vertex_job
+from tfxd import keys
 from tfxd.files import join, remove
 from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
@@ -44,13 +42,13 @@ from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
 
 NAME_PREFIX = "tfxd-replay"
-_TFX_ENTRYPOINTS = ("kubeflow_v2_run_executor", "file_based_example_gen.driver")
+_TFX_ENTRYPOINTS = (keys.TASK_ENTRY_POINT, "kubeflow_v2_run_executor", "file_based_example_gen.driver")
 # The Vertex custom-job Trainer runs as it is, against a local stand-in of Vertex's JobService (vertex_jobs.py).
-_VERTEX_EXECUTOR = name_utils.get_full_name(vertex_job.Executor)
+_VERTEX_EXECUTOR = keys.VERTEX_JOB_EXECUTOR
 # Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
 _PRELOADED = forked_tasks.MODULE
 # The operator job's Trainer runs as it is, against local operators (local_operators.py).
-_OPERATOR_EXECUTOR = name_utils.get_full_name(job_launch.OperatorExecutor)
+_OPERATOR_EXECUTOR = keys.OPERATOR_JOB_EXECUTOR
 REPLAY_NAMESPACE = "tfxd-replay"
 JOB_CREATE_TIME = "{{$.pipeline_job_create_time_utc}}"  # kfp.dsl.PIPELINE_JOB_CREATE_TIME_UTC_PLACEHOLDER
 JOB_SCHEDULE_TIME = "{{$.pipeline_job_schedule_time_utc}}"  # kfp.dsl.PIPELINE_JOB_SCHEDULE_TIME_UTC_PLACEHOLDER

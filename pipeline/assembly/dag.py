@@ -1,6 +1,7 @@
 """Spec -> the TFX pipeline: tfxd's ExampleGen, StatisticsGen, SchemaGen (or ImportSchemaGen),
-ExampleValidator, Transform and Trainer, then a resolver for the blessed baseline, TFX's Evaluator
-(TFMA, on raw examples through the model's transform_features signature) and Pusher; for a local run
+ExampleValidator, Transform and Trainer, then a resolver for the blessed baseline, the Evaluator
+(TFMA, on raw examples through the model's transform_features signature) and Pusher (TFX's two, with
+tfxd's executors: components/evaluator, components/pusher); for a local run
 or for a target to compile for (pipeline.spec.placement says where its files are)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from google.protobuf import json_format
-from tfx.components import Pusher, SchemaGen
+from tfx.components import SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.experimental.conditionals.conditional import Cond
@@ -29,6 +30,7 @@ from tfxd.components.evaluator.component import Evaluator
 from tfxd.components.example_gen.column_sources import column_wise
 from tfxd.components.example_gen.component import BigQueryExampleGen, ExampleGen
 from tfxd.components.example_validator.component import ExampleValidator
+from tfxd.components.pusher.component import Pusher
 from tfxd.components.statistics_gen.component import StatisticsGen
 from tfxd.components.trainer.component import Trainer
 from tfxd.components.trainer.job_launch import OperatorTrainer

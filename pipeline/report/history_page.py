@@ -48,35 +48,42 @@ footer{margin-top:32px;color:var(--muted);font-size:.85em}
 
 
 def write(path: str, pipeline: str, runs: list[tuple[HistoryLine, LocalRun | None]],
-          thresholds: dict[str, dict[str, Any]]) -> str:
+          thresholds: dict[str, dict[str, Any]], reports: bool = True) -> str:
     """Write the page atomically (a reader never sees half of it); its path."""
-    return write_atomic(path, render(pipeline, runs, thresholds))
+    return write_atomic(path, render(pipeline, runs, thresholds, reports))
 
 
 def render(pipeline: str, runs: list[tuple[HistoryLine, LocalRun | None]],
-           thresholds: dict[str, dict[str, Any]]) -> str:
+           thresholds: dict[str, dict[str, Any]], reports: bool = True) -> str:
     """The page's HTML; ``runs`` newest first, each line with its summary (None: a run killed outright);
-    ``thresholds``: evaluation.thresholds of the spec ({metric: {min, max, max_drop}})."""
+    ``thresholds``: evaluation.thresholds of the spec ({metric: {min, max, max_drop}}); ``reports``: each
+    run has its report.html beside the page (runs/<run id>/, a local run's), which its line links to."""
     oldest_first = list(reversed(runs))
     parts = ["<!DOCTYPE html>", '<html lang="en">', "<head>", '<meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
              f"<title>{escape(pipeline)}: history</title>", f"<style>{_CSS}</style>", "</head>", "<body>",
              f"<h1>{escape(pipeline)}: every run</h1>",
-             f'<p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""}, newest first; each run\'s own page '
-             "is its report.html.</p>",
-             _runs_table(runs), _metrics(oldest_first, thresholds), _drift(oldest_first), _examples(oldest_first),
-             _seconds(oldest_first), _lineage(runs),
-             "<footer>Written by tfxd from each run's summary.json, after every run.</footer>", "</body>", "</html>"]
+             f'<p class="muted">{len(runs)} run{"s" if len(runs) != 1 else ""}, newest first'
+             + ("; each run's own page is its report.html.</p>" if reports else ", from the records its tasks left "
+                "in the pipeline root.</p>"),
+             _runs_table(runs, reports), _metrics(oldest_first, thresholds), _drift(oldest_first), _examples(oldest_first),
+             _seconds(oldest_first), _lineage(runs, reports),
+             "<footer>Written by tfxd from each run's summary.json, after every run.</footer>" if reports else
+             "<footer>Written by tfxd history from each run's task records.</footer>", "</body>", "</html>"]
     return "\n".join(parts) + "\n"
 
 
-def _runs_table(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
+def _run_link(line: HistoryLine, text: str, reports: bool) -> str:
+    return f'<a href="runs/{escape(line.run_id)}/report.html">{text}</a>' if reports else text
+
+
+def _runs_table(runs: list[tuple[HistoryLine, LocalRun | None]], reports: bool) -> str:
     rows: list[list[tuple[str, bool | str]]] = []
     for line, _ in runs:
         gates = [f"{name} {escape(verdict_text(verdict))}" for name, verdict in (("drift", line.drift),
                                                                                   ("skew", line.skew)) if verdict]
         rows.append([
-            (f'<a href="runs/{escape(line.run_id)}/report.html">{escape(line.started.replace("T", " ")[:16])}</a>', ""),
+            (_run_link(line, escape(line.started.replace("T", " ")[:16]), reports), ""),
             (escape(line.status) + (f'<br><span class="muted">{escape(line.reason)}</span>' if line.reason else ""),
              f"st-{line.status.replace(' ', '')}"),
             (escape(", ".join(map(str, line.spans))), ""),
@@ -166,7 +173,7 @@ def _seconds(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
     return "<h2>Seconds per component per run</h2>" + component_bars(timed)
 
 
-def _lineage(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
+def _lineage(runs: list[tuple[HistoryLine, LocalRun | None]], reports: bool) -> str:
     """The serving model's lineage: the newest run that pushed, from the spans it read to the push."""
     pushed = next(((line, summary) for line, summary in runs if line.pushed and summary is not None), None)
     if pushed is None:
@@ -182,6 +189,6 @@ def _lineage(runs: list[tuple[HistoryLine, LocalRun | None]]) -> str:
     boxes = [f'<div class="step"><b>{escape(name)}</b><br><span class="mono">{escape(where or "")}</span></div>'
              for name, where in steps]
     note = f" (its drift: {escape(worst[0])} {worst[1]['distance']:.4f})" if worst else ""
-    return (f"<h2>The serving model</h2><p>Pushed by run <a href=\"runs/{escape(line.run_id)}/report.html\">"
-            f"{escape(line.run_id)}</a>{note}.</p>" + '<div class="lineage">'
+    return (f"<h2>The serving model</h2><p>Pushed by run {_run_link(line, escape(line.run_id), reports)}{note}.</p>"
+            + '<div class="lineage">'
             + '<span class="arrow">&rarr;</span>'.join(boxes) + "</div>")

@@ -5,29 +5,42 @@ signal) wrote `<root>/runs/<run id>/summary.json` (pipeline/run/local_run.py); a
 (SIGKILL, out of memory, a closed laptop) wrote none, and left only its log on this machine
 (`<local state>/runs/<run id>/logs/run.log`, tfxd.files.local_state): it reads as interrupted, unless the
 root's run lock is held, and then the newest such run is the one running now. Summaries written by an older
-tfxd read with the keys they have (LocalRun.from_json)."""
+tfxd read with the keys they have (LocalRun.from_json). A pipeline compiled for Kubeflow Pipelines or Vertex
+AI is read from its tasks' records in its pipeline root instead (cluster_history.py)."""
 
 from __future__ import annotations
 
-import datetime
 import json
 import os
+import posixpath
 from dataclasses import replace
 from typing import Any
 
 from tfxd import keys
 from tfxd.files import is_uri, join, local_state
 from tfxd.pipeline.report import history_page
-from tfxd.pipeline.run import lock
-from tfxd.run_summary import INTERRUPTED, HistoryLine, LocalRun, worst_column
-
-RUNNING = "running"
+from tfxd.pipeline.run import cluster_history, lock
+from tfxd.pipeline.spec.loaded import LoadedSpec
+from tfxd.pipeline.spec.placement import Placement
+from tfxd.run_summary import INTERRUPTED, RUNNING, HistoryLine, LocalRun, started
+from tfxd.task_record import run_folder
 
 
 def history(root: str, last: int | None = None) -> list[HistoryLine]:
     """The runs under ``root``, newest first (the ``last`` newest)."""
     lines = [line for line, _ in runs(root)]
     return lines[:last] if last else lines
+
+
+def runs_of(loaded: LoadedSpec, target: str, root: str | None = None) -> tuple[str, list[tuple[HistoryLine, LocalRun | None]]]:
+    """Where ``loaded``'s runs on ``target`` are read from (``root``, else the spec's root locally and the
+    pipeline root on a cluster), and the runs there, newest first."""
+    placement = Placement(loaded, target)
+    if placement.on_cluster:
+        where = root or placement.pipeline_root()  # the push destination is read with the pipeline's own root
+        return where, cluster_history.runs(where, loaded.spec.name, None if root else placement.push_to())
+    where = root or loaded.resolve(loaded.spec.root or "")
+    return where, runs(where)
 
 
 def runs(root: str) -> list[tuple[HistoryLine, LocalRun | None]]:
@@ -40,25 +53,36 @@ def runs(root: str) -> list[tuple[HistoryLine, LocalRun | None]]:
         if run_id in summaries:  # a summary cut short still has its folder's name
             summary = LocalRun.from_json(summaries[run_id])
             summary = summary if summary.run_id else replace(summary, run_id=run_id)
-            found.append((_line(summary), summary))
+            found.append((HistoryLine.of(summary), summary))
         else:  # no summary: killed outright, or the run going on now (the newest one, with the lock held)
             status = RUNNING if running and not found and run_id == max(logged) else INTERRUPTED
             found.append((HistoryLine(run_id=run_id, started=started(run_id), status=status), None))
     return found
 
 
-def write_page(root: str, pipeline: str, thresholds: dict[str, dict[str, Any]]) -> str:
-    """history.html in ``root``, from every run's summary; its path."""
-    return history_page.write(join(root, keys.HISTORY_PAGE), pipeline, runs(root), thresholds)
+def replay_page(summary: dict[str, Any]) -> str | None:
+    """history.html in a replay's root, from the records of every run of its pipeline where its tasks wrote
+    theirs (the replay's root, or the compiled pipeline root on a bucket); its path, None before any task ran."""
+    uris = [uri for uri in (summary.get("artifacts") or {}).values() if isinstance(uri, str) and uri]
+    if not uris or not summary.get("root"):
+        return None
+    records_root = posixpath.dirname(run_folder(uris[0]))
+    return write_page(summary["root"], summary["pipeline"], {}, cluster_history.runs(records_root, summary["pipeline"]))
 
 
-def started(run_id: str) -> str:
-    """When the run started, from its id (outcome.new_run_id: local time to the microsecond)."""
-    try:
-        when = datetime.datetime.strptime(run_id, "%Y%m%d-%H%M%S-%f")
-    except ValueError:
-        return ""
-    return when.astimezone().isoformat(timespec="seconds")
+def no_runs_yet(loaded: LoadedSpec, target: str, where: str, spec_path: str) -> str:
+    """What `tfxd history` says where it found no run, and what makes the first."""
+    first = (f"`tfxd submit {spec_path} --target {target}` or a replay of its compiled file makes the first"
+             if Placement(loaded, target).on_cluster else f"`tfxd run {spec_path}` makes the first")
+    return f"no runs of {loaded.spec.name} yet under {where}: {first}"
+
+
+def write_page(root: str, pipeline: str, thresholds: dict[str, dict[str, Any]],
+               found: list[tuple[HistoryLine, LocalRun | None]] | None = None, path: str | None = None) -> str:
+    """history.html (in ``root``, or at ``path``) from the runs ``found`` (else every local run's summary
+    under ``root``, each linked to its report.html); its path."""
+    return history_page.write(path or join(root, keys.HISTORY_PAGE), pipeline,
+                              runs(root) if found is None else found, thresholds, reports=found is None)
 
 
 def _summaries(root: str) -> dict[str, Any]:
@@ -95,37 +119,3 @@ def _json(text: str) -> Any:
         return json.loads(text)
     except ValueError:
         return {}
-
-
-def _line(summary: LocalRun) -> HistoryLine:
-    splits = summary.examples.get("splits")
-    plan = summary.strategy or {}
-    seconds = summary.seconds
-    if seconds is None and summary.components:  # an older tfxd's summary: its components' time
-        seconds = round(sum(float(c.get("seconds") or 0) for c in summary.components), 1)
-    return HistoryLine(
-        run_id=summary.run_id, started=started(summary.run_id), status=summary.status or "unknown",
-        reason=summary.reason, spans=list(summary.examples.get("spans") or []),
-        examples={str(k): int(v) for k, v in splits.items()} if isinstance(splits, dict) else {},
-        strategy=plan.get("strategy"), replicas=plan.get("replicas"),
-        metrics={k: v for k, v in summary.metrics.items() if isinstance(v, (int, float))},
-        blessed=summary.blessed if summary.evaluation else None, pushed=summary.pushed_to, drift=_verdict(summary.drift, summary, "drift"),
-        skew=_verdict(summary.skew, summary, "skew"), seconds=seconds)
-
-
-def _verdict(gate: dict[str, Any] | None, summary: LocalRun, name: str) -> dict[str, Any] | None:
-    """A gate's verdict in short: stopped (it stopped the run), beyond (past a threshold, warned), within or
-    nothing to compare; the worst column (run_summary.worst_column), its distance and threshold."""
-    if not gate:
-        return None
-    columns = gate.get("columns") or {}
-    verdict = ("stopped" if summary.stopped_by == name else "beyond" if gate.get("beyond")
-               else "within" if columns else "nothing to compare")
-    short: dict[str, Any] = {"verdict": verdict}
-    if "span" in gate:
-        short.update(span=gate.get("span"), previous_span=gate.get("previous_span"))
-    worst = worst_column(gate)
-    if worst is not None:
-        column, value = worst
-        short.update(feature=column, distance=value.get("distance"), threshold=value.get("threshold"))
-    return short

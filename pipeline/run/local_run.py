@@ -34,7 +34,6 @@ from tfxd.pipeline.run.outcome import (
     shortened,
     with_gate_stop,
 )
-from tfxd.pipeline.run.results import OVERALL
 from tfxd.pipeline.spec.base import COMPONENTS
 from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.run_summary import SKIPPED, LocalRun, run_status
@@ -312,7 +311,7 @@ def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, i
         components.append(component)
     training = records.training_report(run)
     evaluation = records.evaluation_report(run)
-    overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == OVERALL), {})
+    overall: dict[str, Any] = next((s["metrics"] for s in evaluation.get("slices", []) if s["slice"] == keys.OVERALL_SLICE), {})
     gates = with_gate_stop({"drift": records.drift_report(run), "skew": records.skew_report(run)}, stopped)
     return LocalRun(
         pipeline=loaded.spec.name, run_id=paths.run_id,

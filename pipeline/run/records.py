@@ -11,9 +11,10 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx.types import artifact_utils
 
 from tfxd import keys
+from tfxd.components.evaluator.slices import metrics_per_slice
 from tfxd.components.example_validator.executor import describe, read_anomalies
 from tfxd.pipeline.run import metadata
-from tfxd.pipeline.run.results import metrics_per_slice, not_blessed_because
+from tfxd.pipeline.run.results import not_blessed_because
 from tfxd.training_report import TrainingReport
 from tfxd.training_report import read as read_training_report
 

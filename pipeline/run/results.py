@@ -1,55 +1,11 @@
-"""The Evaluator's results read back in plain words: metrics per slice, and why a model was not
-blessed (each failed check as a sentence)."""
+"""Why the Evaluator did not bless a model, read back in plain words (each failed check as a sentence); the
+metrics per slice are components/evaluator/slices.py's."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import tensorflow_model_analysis as tfma
 
-OVERALL = "Overall"
-
-
-def slice_name(slice_key) -> str:
-    """'Overall', or 'feature=value' joined by ', '."""
-    parts = []
-    for key in slice_key.single_slice_keys:
-        kind = key.WhichOneof("kind")
-        value = getattr(key, kind) if kind else ""
-        value = value.decode() if isinstance(value, bytes) else value
-        parts.append(f"{key.column}={value}")
-    return ", ".join(parts) or OVERALL
-
-
-def _double(value) -> float | None:
-    return value.double_value.value if value.HasField("double_value") else None
-
-
-def metrics_per_slice(evaluation_uri: str) -> list[dict[str, Any]]:
-    """[{"slice": "Overall" | "feature=value", "metrics": {name: value}}], the candidate model's, overall
-    first."""
-    slices: list[dict[str, Any]] = []
-    for record in tfma.load_metrics(evaluation_uri):
-        values = {}
-        for item in record.metric_keys_and_values:
-            key = item.key
-            if key.is_diff or key.model_name not in ("", "candidate"):
-                continue
-            number = _double(item.value)
-            if number is not None:
-                values[key.name] = number
-        slices.append({"slice": slice_name(record.slice_key), "metrics": dict(sorted(values.items()))})
-    slices.sort(key=lambda s: (s["slice"] != OVERALL, _natural(s["slice"])))
-    return slices
-
-
-def _natural(text: str) -> tuple:
-    """'hour=10' after 'hour=9'."""
-    name, _, value = text.rpartition("=")
-    try:
-        return (name, float(value), "")
-    except ValueError:
-        return (name, float("inf"), value)
+from tfxd.components.evaluator.slices import double_value, slice_name
 
 
 def not_blessed_because(evaluation_uri: str) -> list[str]:
@@ -65,7 +21,7 @@ def not_blessed_because(evaluation_uri: str) -> list[str]:
         where = slice_name(per_slice.slice_key)
         for failure in per_slice.failures:
             key = failure.metric_key
-            value = _double(failure.metric_value)
+            value = double_value(failure.metric_value)
             shown = f"{value:.4f}" if value is not None else "missing"
             what = f"{key.name} change against the baseline" if key.is_diff else key.name
             reasons.append(f"{what} on {where} is {shown}, outside the threshold "

@@ -93,6 +93,9 @@ class BucketServer:
     def read(self, bucket: str, name: str) -> bytes:
         return _call("GET", self._url(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}?alt=media"))
 
+    def delete(self, bucket: str, name: str) -> None:
+        _call("DELETE", self._url(f"/storage/v1/b/{bucket}/o/{urllib.parse.quote(name, safe='')}"))
+
     def under(self, uri: str) -> tuple[str, str, list[str]]:
         """The bucket of ``uri`` (gs://bucket/prefix), its prefix as a folder's, and the object names under it."""
         bucket, _, prefix = uri.removeprefix("gs://").partition("/")

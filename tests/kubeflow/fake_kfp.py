@@ -80,6 +80,7 @@ class FakeKfp(FakeServer):
         self.route("POST", _API + "/experiments", self._create_experiment)
         self.route("GET", _API + r"/experiments/(?P<id>[^/:]+)", lambda m, q, b: (200, self.experiments[m["id"]]))
         self.route("POST", _API + "/runs", self._create_run)
+        self.route("GET", _API + "/runs", self._list_runs)
         self.route("GET", _API + r"/runs/(?P<id>[^/:]+)", self._get_run)
         self.route("POST", _API + "/recurringruns", self._create_recurring_run)
         self.route("GET", _API + "/recurringruns", self._list_recurring_runs)
@@ -134,6 +135,16 @@ class FakeKfp(FakeServer):
         run = {**copy.deepcopy(body), "run_id": run_id, "created_at": _TIME, "_polls": 0}
         self.runs[run_id] = run
         return 200, self._run_view(run)
+
+    def _list_runs(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """One page of every run (the API's page_size, 20 by default), of an experiment where asked."""
+        found = [self._run_view(run) for run in self.runs.values()
+                 if query.get("experiment_id") in (None, run.get("experiment_id")) and _matches(run, query.get("filter"))]
+        size = int(query.get("page_size") or 20)
+        start = int(query.get("page_token") or 0)
+        page = found[start:start + size]
+        more = {"next_page_token": str(start + size)} if start + size < len(found) else {}
+        return 200, {"runs": page, "total_size": len(found), **more} if page else {}
 
     def _get_run(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
         run = self.runs[match["id"]]

@@ -75,6 +75,7 @@ class FakeVertex(FakeServer):
         self.route("GET", r"/storage/v1/b/(?P<bucket>[^/]+)", self._get_bucket)
         self.route("POST", _PARENT + r"/pipelineJobs", self._create_job)
         self.route("GET", _PARENT + r"/pipelineJobs/(?P<id>[^/:]+)", self._get_job)
+        self.route("GET", _PARENT + r"/pipelineJobs", self._list_jobs)
         self.route("POST", _PARENT + r"/schedules", self._create_schedule)
         self.route("GET", _PARENT + r"/schedules", self._list_schedules)
         self.route("GET", _PARENT + r"/schedules/(?P<id>[^/:]+)", self._get_schedule)
@@ -113,6 +114,17 @@ class FakeVertex(FakeServer):
         job = self.jobs[f"{match['parent']}/pipelineJobs/{match['id']}"]
         job["_polls"] += 1
         return 200, self._job_view(job)
+
+    def _list_jobs(self, match: re.Match[str], query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """The parent's jobs, filtered by a label as `labels.KEY="VALUE"` (AIP-160, as Vertex takes it);
+        another filter is refused, not ignored."""
+        raw = query.get("filter", "")
+        wanted = re.fullmatch(r'\s*labels\.([\w-]+)\s*=\s*"([^"]*)"\s*', raw)
+        if raw and wanted is None:
+            return _error(400, "INVALID_ARGUMENT", f"the fake takes only a labels.KEY=\"VALUE\" filter, not {raw!r}")
+        found = [self._job_view(job) for name, job in self.jobs.items() if name.startswith(match["parent"] + "/")
+                 and (wanted is None or job.get("labels", {}).get(wanted.group(1)) == wanted.group(2))]
+        return 200, {"pipelineJobs": found} if found else {}
 
     # ------------------------------------------------------------------ schedules
 

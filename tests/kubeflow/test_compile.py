@@ -54,6 +54,13 @@ def test_outputs_parse_strictly_and_name_importable_executors(compiled):
             assert getattr(importlib.import_module(module), name)
         assert "tfxd.components.trainer.executor.Executor" in classes
         tasks = pipeline_spec["root"]["dag"]["tasks"]
+        for name, task in tasks.items():  # each task's record says its pipeline and its name (cluster_task.py)
+            label = pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]
+            container = _executors(pipeline_spec)[label].get("container")
+            if container is None:  # a resolver Vertex runs itself, or an importer
+                continue
+            assert container["command"] == ["python", "-m", "tfxd.components.cluster_task"], (name, container)
+            assert container["args"][:4] == ["--tfxd_pipeline", pipeline_spec["pipelineInfo"]["name"], "--tfxd_task", name]
         for task, key, dotted in (("Transform", "preprocessing_fn", "tfxd.components.transform.preprocessing.preprocessing_fn"),
                                   ("Trainer", "run_fn", "tfxd.trainer_module.run_fn.run_fn")):
             parameters = tasks[task]["inputs"]["parameters"]
@@ -183,7 +190,7 @@ def test_vertex_worker_pools_for_two_workers_one_ps_and_t4s(tmp_path):
     assert result.returncode == 0, result.stderr
     pipeline_spec = json.loads(result.stdout)["pipelineSpec"]
     trainer_args = _executors(pipeline_spec)["Trainer_executor"]["container"]["args"]
-    assert trainer_args[:2] == ["--executor_class_path", "tfxd.components.trainer.vertex_job.Executor"]
+    assert trainer_args[4:6] == ["--executor_class_path", "tfxd.components.trainer.vertex_job.Executor"]
 
 
 def test_mirrored_workers_put_accelerators_on_the_chief_too():

@@ -264,8 +264,13 @@ def test_failing_task_stops_the_replay(taxi, tmp_path):
     # (a folder TensorFlow's makedirs marked with an empty "name/" object may stay, as on the cluster)
     index = json.loads((root / artifacts.INDEX_FILE).read_text())["artifacts"] if (root / artifacts.INDEX_FILE).exists() else []
     assert not [record for record in index if record["run_id"] == summary["run_id"]]
-    outputs = objects(taxi["server"], f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}/ExampleGen")
+    run_root = f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}"
+    outputs = objects(taxi["server"], f"{run_root}/ExampleGen")
     assert not [name for name in outputs if not name.endswith("/")], outputs
+    # what the task recorded for `tfxd history` (components/cluster_task.py), beside the run's outputs
+    record = _record(taxi["server"], run_root, "ExampleGen")
+    assert (record["status"], record["artifacts"]) == ("failed", {})
+    assert f"InputError: no data file matches gs://{BUCKET}/data/missing" in record["error"]
 
 
 def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_outputs(taxi, tmp_path):
@@ -302,6 +307,16 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
     assert not objects(server, f"{run_root}/StatisticsGen")
     assert not [name for name in objects(server, run_root) if ".tmp" in name or "tmp-" in name]
     assert not list(root.glob("**/*.tmp"))
+    # the stopped task said so in its record before it ended; the one before it recorded its outputs
+    stopped = _record(server, run_root, "StatisticsGen")
+    assert (stopped["status"], stopped["error"]) == ("interrupted", "stopped by SIGTERM")
+    assert _record(server, run_root, "ExampleGen")["artifacts"]["examples"][0]["uri"].startswith(run_root)
+
+
+def _record(server, run_root: str, task: str) -> dict:
+    """The record ``task`` left in the run's folder on the bucket (keys.TASK_RECORDS)."""
+    bucket, prefix, _ = server.under(f"{run_root}/tfxd-records")
+    return json.loads(server.read(bucket, f"{prefix}{task}.json"))
 
 
 def _wait_for_a_forked_task(replay: int, timeout: float = 120) -> None:

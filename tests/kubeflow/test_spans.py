@@ -245,10 +245,18 @@ def _write_taxi_days(folder: Path, data: str = "data") -> None:
 
 
 def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path, replay) -> None:
-    """A scheduled run reads its day (here the day just trained on: nothing new)."""
-    _, summary = replay(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
+    """A scheduled run reads its day, here the day just trained on: nothing new, so green and skipped."""
+    again, summary = replay(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
     assert summary["status"] == "skipped" and summary["examples"] == {
         "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
+    assert summary["reason"].startswith(
+        "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
+    tasks = {task["name"]: task for task in summary["tasks"]}
+    assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
+    assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
+    assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
+    assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
+    assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
 
 
 @pytest.mark.xdist_group("tests/kubeflow/test_spans.py: by hand")  # shares nothing with the replays above
@@ -307,6 +315,35 @@ def _the_latest_day_rides_out_a_flaky_cloud_storage(folder: Path, replays: Path,
     return done
 
 
+def _the_history_is_read_from_the_bucket(folder: Path, server) -> None:
+    """`tfxd history --target kubeflow` reads the records the replays' tasks left in the pipeline root on the
+    bucket (gs://demo-bucket/kfp/<pipeline>/<run id>/tfxd-records), through TensorFlow's GCS filesystem as
+    anywhere else, and writes the page there too; the other pipeline's runs under the Vertex root are not
+    demo's."""
+    done = server.run(TFXD, "history", "demo.yaml", "--target", "kubeflow", "--set", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                      "--json", "--html", "gs://demo-bucket/kfp/history.html", cwd=folder)
+    assert done.returncode == 0, done.stderr
+    latest, scheduled, first = json.loads(done.stdout)
+    assert (latest["status"], latest["spans"], latest["blessed"]) == ("ok", ["2026-11-22"], True)
+    assert latest["pushed"].startswith(f"gs://{DEMO_BUCKET}/kfp/demo/serving/") and latest["metrics"]
+    assert (scheduled["status"], scheduled["spans"]) == ("skipped", ["2026-11-21"])
+    assert (first["status"], first["spans"], first["strategy"]) == ("ok", ["2026-11-21"], "default")
+    assert server.objects(DEMO_BUCKET, "kfp/history") == ["kfp/history.html"]
+    # the first run's records removed (a lifecycle rule): its pushed version still says what it was
+    for name in server.objects(DEMO_BUCKET, "kfp/"):
+        if f"/{first['run_id']}/tfxd-records/" in name:
+            server.delete(DEMO_BUCKET, name)
+    done = server.run(TFXD, "history", "demo.yaml", "--target", "kubeflow", "--set", "targets.kubeflow.root=gs://demo-bucket/kfp",
+                      "--json", cwd=folder)
+    *_, left = json.loads(done.stdout)
+    assert (left["run_id"], left["status"], left["pushed"]) == (f"pushed {first['pushed'].rsplit('/', 1)[-1]}", "ok",
+                                                                first["pushed"])
+    assert (left["spans"], left["strategy"], left["metrics"], left["blessed"]) == (
+        ["2026-11-21"], "default", first["metrics"], True)
+    vertex = server.run(TFXD, "history", "demo.yaml", "--target", "vertex", "--json", cwd=folder)
+    assert [line["status"] for line in json.loads(vertex.stdout)] == ["skipped"]  # demo's own Vertex replay
+
+
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path, tmp_path_factory):
     """On the bucket (tests/buckets/, the replays in its namespace): the days, the pipeline roots and the push
     destination are gs://demo-bucket/..., so ExampleGen lists the spans, the finder tasks read the pushed models
@@ -328,15 +365,6 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
         assert summary["pushed_destination"].startswith(f"gs://{DEMO_BUCKET}/kfp/demo/serving/")
         assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
         assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
-        again, summary = replay(tmp_path, compiled, replays, "--param", "span=2026-11-21")
-        assert summary["status"] == "skipped" and summary["reason"].startswith(
-            "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
-        tasks = {task["name"]: task for task in summary["tasks"]}
-        assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
-        assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
-        assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
-        assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
-        assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
         _the_schedule_time_gives_the_day(tmp_path, compiled, replays, replay)
 
         # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
@@ -349,6 +377,7 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
 
         _, summary = _the_latest_day_rides_out_a_flaky_cloud_storage(tmp_path, replays, replay, server.front)
         assert summary["buckets"] == {}  # every replay wrote the bucket itself
+        _the_history_is_read_from_the_bucket(tmp_path, server)
     assert summary["examples"]["spans"] == ["2026-11-22"]  # data.spans: latest, the newest day on the bucket
     warm = summary["warm_start"]  # from the model the first replay pushed, which the finder task copied
     assert warm["started"] is True, warm

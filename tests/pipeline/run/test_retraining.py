@@ -106,7 +106,7 @@ def _the_history_of_the_days(daily: Path) -> None:
     """A shifted day stopped by the drift gate, then `tfxd history` and history.html: the six runs, newest
     first, as their summaries say; the page in a real browser."""
     add_day(daily, "2026-11-24", 4)
-    _shift_fare(daily / "data" / "2026-11-24" / "trips.csv")
+    shift_fare(daily / "data" / "2026-11-24" / "trips.csv")
     stopped = tfxd("run", "spec.yaml", "--set", "validation.drift={threshold: 0.9, features: {fare: 0.2}}", cwd=daily)
     assert stopped.returncode == 1 and "the data drifted between span 2026-11-23 and span 2026-11-24" in stopped.stderr
     shutil.rmtree(daily / "data" / "2026-11-24")  # the module's days, as the tests after this one expect them
@@ -129,7 +129,7 @@ def _the_history_of_the_days(daily: Path) -> None:
     the_page_in_a_browser(daily / "tfxd-runs" / "daily-tips" / "history.html", evaluated=2)
 
 
-def _shift_fare(path: Path) -> None:
+def shift_fare(path: Path) -> None:
     """The meter changed: every fare of the day's file three times higher, plus 20."""
     import csv
 
@@ -216,7 +216,7 @@ def test_the_drift_gate_turned_on_later_stops_a_shifted_day_and_a_window_compare
     of three, the newest span is compared with the one before it, not the window with another."""
     for index, day in enumerate(("2026-11-20", "2026-11-21", "2026-11-22")):
         add_day(tmp_path, day, index)
-    _shift_fare(tmp_path / "data" / "2026-11-22" / "trips.csv")
+    shift_fare(tmp_path / "data" / "2026-11-22" / "trips.csv")
     write_spec(tmp_path, SPEC)
     for day in ("2026-11-20", "2026-11-21"):  # daily runs without the gate
         earlier = tfxd("run", "spec.yaml", "--to", "StatisticsGen", "--set", f"data.spans.span={day}", cwd=tmp_path)
