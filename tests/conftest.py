@@ -107,11 +107,13 @@ def _reliability_kind(request: pytest.FixtureRequest, record_property) -> None:
 # pytest-xdist hands the groups out in the order they were collected, so a long group collected late runs
 # alone at the end while the other worker idles. The longest groups go first (longest processing time
 # first), longest first, as measured by `make test` on a 2-core machine (2026-12-02: 465, 397, 297, 294, 280,
-# 177, 168 and 142 s); the rest follow in their collection order.
+# 177, 168 and 142 s; the two cluster histories about 130 s each, 2026-12-03); the rest follow in their
+# collection order.
 LONG_GROUPS = ("tests/pipeline/run/test_beam_engines.py", "tests/kubeflow/test_spans.py", "tests/kubeflow/test_replay.py",
                "tests/kubeflow/test_operator_replay.py", "tests/pipeline/run/test_retraining.py",
                "tests/pipeline/run/test_run_taxi.py", "tests/components/example_gen/test_csv_chunks.py",
-               "tests/kubeflow/test_beam_engines_compiled.py")
+               "tests/kubeflow/test_beam_engines_compiled.py", "tests/kubeflow/test_cluster_history.py: vertex",
+               "tests/kubeflow/test_cluster_history.py: kubeflow")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups into the test ids

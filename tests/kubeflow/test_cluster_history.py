@@ -39,7 +39,9 @@ def _replay(folder: Path, compiled: Path, root: Path, day: str) -> str:
     return done.stdout + done.stderr
 
 
-@pytest.mark.parametrize("target", ["kubeflow", "vertex"])
+@pytest.mark.parametrize("target", [  # a group each, so that two workers may take them side by side
+    pytest.param(target, marks=pytest.mark.xdist_group(f"tests/kubeflow/test_cluster_history.py: {target}"))
+    for target in ("kubeflow", "vertex")])
 def test_three_daily_runs_on_each_target_read_back_from_their_tasks_records(tmp_path, target):
     folder = _project(tmp_path)
     compiled = tmp_path / f"daily.{target}"
