@@ -13,12 +13,12 @@ from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 
-from tfxd import keys, pushed
-from tfxd.files import write_atomic
+from tfxd import files, keys, pushed
 
 
 class Executor(tfx_pusher.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
+        files.empty_outputs(output_dict)  # a retry in place meets the first attempt's copy of the model
         super().Do(input_dict, output_dict, exec_properties)
         model_push = artifact_utils.get_single_instance(output_dict[standard_component_specs.PUSHED_MODEL_KEY])
         if model_push.get_int_custom_property("pushed") != 1:
@@ -31,4 +31,4 @@ class Executor(tfx_pusher.Executor):
                       "baseline": blessing.get_string_custom_property("baseline_model") or None,
                       "pushed_model": model_push.uri}
         fileio.makedirs(os.path.join(destination, pushed.EXTRA_DIR))
-        write_atomic(os.path.join(destination, pushed.EVALUATION_FILE), json.dumps(evaluation, indent=2, sort_keys=True))
+        files.write_atomic(os.path.join(destination, pushed.EVALUATION_FILE), json.dumps(evaluation, indent=2, sort_keys=True))
