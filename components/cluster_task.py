@@ -50,11 +50,14 @@ def main(parsed: tuple[argparse.Namespace, argparse.Namespace, list[str]]) -> No
 
     try:
         with stops.handling(stops.DEADLINE_SECONDS):
-            tfx_entry._run_executor(args, beam_args)  # noqa: SLF001 - what TFX's main runs
-    except stops.Stopped as stop:
-        record(records.INTERRUPTED, f"stopped by {stops.name(stop.signum)}")
-        sys.exit(stops.exit_status(stop.signum))
+            try:
+                tfx_entry._run_executor(args, beam_args)  # noqa: SLF001 - what TFX's main runs
+            finally:
+                signum = stops.requested()  # Beam wraps the stop raised in its work into an error of its own
     except BaseException as exc:
+        if signum is not None:
+            record(records.INTERRUPTED, f"stopped by {stops.name(signum)}")
+            sys.exit(stops.exit_status(signum))
         verdict = getattr(exc, "verdict", None)  # a validation gate's (components/example_validator)
         gate = verdict if isinstance(verdict, dict) else None
         record(records.STOPPED if gate else records.FAILED, f"{type(exc).__name__}: {exc}", gate)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfxd import keys
+from tfxd.files import is_uri
 
 
 @dataclass(frozen=True)
@@ -89,9 +90,14 @@ def write(model_dir: str, report: TrainingReport) -> str:
 def read(model_dir: str) -> TrainingReport | None:
     """The report beside the model in ``model_dir``; None when the Trainer wrote none (a model of an older
     tfxd, or one that did not come from tfxd's Trainer)."""
+    path = os.path.join(model_dir, keys.TRAINING_REPORT_FILE)
+    if not is_uri(path):  # TFX's file systems (TensorFlow) only for a bucket's
+        if not os.path.isfile(path):
+            return None
+        with open(path, encoding="utf-8") as handle:
+            return TrainingReport.from_json(json.loads(handle.read()))
     from tfx.dsl.io import fileio  # start-up: as above
 
-    path = os.path.join(model_dir, keys.TRAINING_REPORT_FILE)
     if not fileio.exists(path):
         return None
     with fileio.open(path, "r") as handle:

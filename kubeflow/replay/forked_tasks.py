@@ -31,6 +31,15 @@ from tfxd import keys
 MODULE = keys.TASK_ENTRY_POINT
 
 
+def container_temp(log_dir: str, name: str) -> str:
+    """A container's own temporary folder (its TMPDIR), made under ``log_dir``: as a container has
+    its own /tmp, what a task or pod leaves there (Beam's pipeline folder, TF's autograph files) goes with
+    it. Its owner removes it when the container ends."""
+    temp = os.path.join(log_dir, f"{name}.tmp")
+    os.makedirs(temp, exist_ok=True)
+    return temp
+
+
 class Preloaded:
     """The preloader, seen from the replay: ``start`` runs a task in a forked child, a Popen-like handle back."""
 

@@ -20,12 +20,13 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tfxd import keys
 from tfxd.files import join, remove
 from tfxd.kubeflow.replay import forked_tasks
 from tfxd.kubeflow.replay.artifacts import ArtifactIndex, Localizer, runtime_artifact
+from tfxd.kubeflow.replay.forked_tasks import container_temp
 from tfxd.kubeflow.replay.ir import (
     Compiled,
     ReplayError,
@@ -35,11 +36,13 @@ from tfxd.kubeflow.replay.ir import (
     substitute,
     title,
 )
-from tfxd.kubeflow.replay.local_operators import LocalOperators, container_temp
-from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
 from tfxd.pipeline.assembly import beam_args
-from tfxd.pipeline.run.beam_engine import RunningEngine
 from tfxd.pipeline.run.outcome import RunFailed, root_cause, shortened
+
+if TYPE_CHECKING:  # start-up: the operators' and Vertex's stand-ins, and the engines, load only for a task that needs them
+    from tfxd.kubeflow.replay.local_operators import LocalOperators
+    from tfxd.kubeflow.replay.vertex_jobs import VertexJobs
+    from tfxd.pipeline.run.beam_engine import RunningEngine
 
 NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = (keys.TASK_ENTRY_POINT, "kubeflow_v2_run_executor", "file_based_example_gen.driver")
@@ -165,6 +168,10 @@ class Launcher:
         """The environment of a task whose Trainer launches an operator's job: the local operators' API as
         its cluster. The replicas run the replica container's command as this replay runs a task's."""
         if self.operator is None:
+            from tfxd.kubeflow.replay.local_operators import (
+                LocalOperators,  # start-up: TensorFlow, Kubernetes' names
+            )
+
             self.operator = LocalOperators(os.path.join(self.replay.log_dir, "operators"), self._replica_argv,
                                            cwd=self.replay.project_dir,
                                            env={"PYTHONPATH": env["PYTHONPATH"]}).__enter__()
@@ -178,6 +185,10 @@ class Launcher:
         """The environment of a task whose Trainer launches a Vertex custom job: gRPC's way to the local
         JobService at Vertex's name, and credentials for aiplatform where the replay has none."""
         if self.vertex is None:
+            from tfxd.kubeflow.replay.vertex_jobs import (
+                VertexJobs,  # start-up: aiplatform's gRPC services
+            )
+
             self.vertex = VertexJobs(os.path.join(self.replay.log_dir, "vertex-jobs"), self._replica_argv,
                                      env={"PYTHONPATH": env["PYTHONPATH"]}, cwd=self.replay.project_dir).__enter__()
             self.notes.append(f"{io.name}: its Vertex custom job ran on a local stand-in of Vertex's JobService "

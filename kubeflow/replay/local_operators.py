@@ -30,6 +30,7 @@ from tfxd import keys
 from tfxd.components.trainer.local_cluster import free_ports
 from tfxd.components.trainer.replica_hosts import ReplicaHosts
 from tfxd.kubeflow.replay import trainer_v2, training_operator
+from tfxd.kubeflow.replay.forked_tasks import container_temp
 from tfxd.kubeflow.replay.kube_api import KubeApi, Replica, now
 
 # each kind's operator: replicas, pod, restarts, job_status, deadline, ended and cleanup of its jobs
@@ -39,15 +40,6 @@ OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.K
 def _name(replica: Replica) -> str:
     """A replica's name for its host's namespace: `worker-0`, `node-1`."""
     return f"{replica.id[0].lower()}-{replica.id[1]}"
-
-
-def container_temp(log_dir: str, name: str) -> str:
-    """A container's own temporary folder (its TMPDIR), made under ``log_dir``: as a container has
-    its own /tmp, what a task or pod leaves there (Beam's pipeline folder, TF's autograph files) goes with
-    it. Its owner removes it when the container ends."""
-    temp = os.path.join(log_dir, f"{name}.tmp")
-    os.makedirs(temp, exist_ok=True)
-    return temp
 
 
 class LocalOperators:

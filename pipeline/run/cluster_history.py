@@ -19,13 +19,14 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import json
+import os
 import posixpath
 from dataclasses import replace
 from typing import Any
 
 from tfxd import keys, pushed
 from tfxd import task_record as records
-from tfxd.files import join
+from tfxd.files import is_uri, join
 from tfxd.run_summary import (
     FAILED,
     INTERRUPTED,
@@ -166,18 +167,25 @@ def _find(by_task: dict[str, records.TaskRecord], node: str, key: str) -> dict[s
 def _records(root: str) -> dict[str, list[records.TaskRecord]]:
     """Every run folder under ``root`` holding task records (one level down in a replay's root, two in a
     pipeline root: `<pipeline or project number>/<run id>`), with its records."""
-    from tfx.dsl.io import fileio  # start-up: TFX's file systems only for a history of the cluster
+    if is_uri(root):
+        from tfx.dsl.io import (
+            fileio,  # start-up: TFX's file systems (TensorFlow) only for a bucket's root
+        )
+
+        isdir, listdir, opener = fileio.isdir, fileio.listdir, fileio.open
+    else:
+        isdir, listdir, opener = os.path.isdir, os.listdir, open
 
     def folders(base: str) -> list[str]:
-        return [join(base, name.rstrip("/")) for name in fileio.listdir(base)] if fileio.isdir(base) else []
+        return [join(base, name.rstrip("/")) for name in listdir(base)] if isdir(base) else []
 
     def read(folder: str) -> tuple[str, list[records.TaskRecord]]:
         where = join(folder, keys.TASK_RECORDS)
-        if not fileio.isdir(where):
+        if not isdir(where):
             return folder, []
         found = []
-        for name in fileio.listdir(where):
-            with fileio.open(join(where, name.rstrip("/")), "r") as handle:
+        for name in listdir(where):
+            with opener(join(where, name.rstrip("/")), "r") as handle:
                 record = records.TaskRecord.from_json(_json(handle.read()))
             if record is not None:
                 found.append(record)

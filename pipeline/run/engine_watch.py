@@ -32,7 +32,6 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
-from apache_beam.portability.api import beam_job_api_pb2, beam_job_api_pb2_grpc
 
 from tfxd import stops
 from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
@@ -46,8 +45,7 @@ UNREAPED_SECONDS = 2.0
 # Then a job still running this long after: Beam did not notice (it fails a job whose connected worker dies
 # within seconds), so it waits for a worker that will never connect.
 STRANDED_SECONDS = 10.0
-_LIVE_JOB_STATES = (beam_job_api_pb2.JobState.STARTING, beam_job_api_pb2.JobState.RUNNING,
-                    beam_job_api_pb2.JobState.STOPPED)
+_LIVE_JOB_STATES = ("STARTING", "RUNNING", "STOPPED")  # beam_job_api_pb2.JobState's names
 
 
 def _returncode(status: int) -> int:
@@ -81,11 +79,16 @@ def _children(parent: int) -> dict[int, tuple[str, str, int]]:
 def cancel_running_jobs(endpoint: str, saying: Callable[[], None] | None = None) -> list[str]:
     """Cancel every job of the job server at ``endpoint`` that has not ended; their ids. ``saying`` runs
     before the first is cancelled: the job's client, seeing CANCELLED at once, reads what was said."""
+    from apache_beam.portability.api import (  # start-up: Beam, once asked
+        beam_job_api_pb2,
+        beam_job_api_pb2_grpc,
+    )
+
     cancelled: list[str] = []
     with grpc.insecure_channel(endpoint) as channel:
         stub = beam_job_api_pb2_grpc.JobServiceStub(channel)
         for job in stub.GetJobs(beam_job_api_pb2.GetJobsRequest(), timeout=10).job_info:
-            if job.state in _LIVE_JOB_STATES:
+            if beam_job_api_pb2.JobState.Enum.Name(job.state) in _LIVE_JOB_STATES:
                 if saying is not None and not cancelled:
                     saying()
                 stub.Cancel(beam_job_api_pb2.CancelJobRequest(job_id=job.job_id), timeout=10)
