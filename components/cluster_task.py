@@ -74,15 +74,18 @@ def _produced(executor_input: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
     if output_file and fileio.exists(output_file):
         with fileio.open(output_file, "r") as handle:
             told = json.loads(handle.read()).get("artifacts", {})
-    return {key: [{"uri": item.get("uri", ""), "metadata": item.get("metadata", {})}
-                  for item in (told.get(key) or value).get("artifacts", [])] for key, value in asked.items()}
+    return _listed({key: told.get(key) or value for key, value in asked.items()})
 
 
 def _given(executor_input: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The input artifacts as the engine handed them to the task ({uri, metadata})."""
+    """The input artifacts as the engine handed them to the task."""
+    return _listed(executor_input.get("inputs", {}).get("artifacts", {}))
+
+
+def _listed(artifacts: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """ExecutorInput's or ExecutorOutput's `{key: {artifacts: [...]}}` as the record keeps it: {uri, metadata}."""
     return {key: [{"uri": item.get("uri", ""), "metadata": item.get("metadata", {})}
-                  for item in value.get("artifacts", [])]
-            for key, value in executor_input.get("inputs", {}).get("artifacts", {}).items()}
+                  for item in value.get("artifacts", [])] for key, value in artifacts.items()}
 
 
 def _write(ours: argparse.Namespace, executor_input: dict[str, Any], record: records.TaskRecord) -> None:

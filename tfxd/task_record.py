@@ -38,7 +38,7 @@ class TaskRecord:
 
     @property
     def seconds(self) -> float:
-        return round((_moment(self.ended) - _moment(self.started)).total_seconds(), 2)
+        return round((moment(self.ended) - moment(self.started)).total_seconds(), 2)
 
     def artifact(self, key: str, output: bool = True) -> dict[str, Any]:
         """The first output (or input) artifact under ``key`` ({uri, metadata}), or {}."""
@@ -55,7 +55,7 @@ class TaskRecord:
                 "pipeline", "task", "status", "started", "ended")):
             return None
         try:
-            _moment(data["started"]), _moment(data["ended"])
+            moment(data["started"]), moment(data["ended"])
         except ValueError:
             return None
         verdict = data.get("verdict")
@@ -76,7 +76,8 @@ def now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _moment(text: str) -> datetime.datetime:
+def moment(text: str) -> datetime.datetime:
+    """An RFC 3339 time as a datetime (a trailing Z taken as UTC)."""
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 

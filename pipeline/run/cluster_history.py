@@ -136,7 +136,8 @@ def summary_of(run_id: str, tasks: list[records.TaskRecord]) -> LocalRun:
         metrics=_json(evaluation.get("metadata", {}).get(keys.METRICS_PROPERTY)) or {},
         evaluation={"blessed": blessed} if blessing else {},
         pushed_to=pushed.get("pushed_destination") if pushed.get("pushed") == 1 else None,
-        seconds=round((_moment(max(t.ended for t in tasks)) - _moment(min(t.started for t in tasks))).total_seconds(), 1))
+        seconds=round((records.moment(max(t.ended for t in tasks))
+                       - records.moment(min(t.started for t in tasks))).total_seconds(), 1))
 
 
 def _status(by_task: dict[str, records.TaskRecord], examples: dict[str, Any]) -> tuple[str, str | None, dict | None]:
@@ -168,9 +169,7 @@ def _records(root: str) -> dict[str, list[records.TaskRecord]]:
     """Every run folder under ``root`` holding task records (one level down in a replay's root, two in a
     pipeline root: `<pipeline or project number>/<run id>`), with its records."""
     if is_uri(root):
-        from tfx.dsl.io import (
-            fileio,  # start-up: TFX's file systems (TensorFlow) only for a bucket's root
-        )
+        from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow), for a bucket
 
         isdir, listdir, opener = fileio.isdir, fileio.listdir, fileio.open
     else:
@@ -206,9 +205,5 @@ def _json(text: Any) -> Any:
         return None
 
 
-def _moment(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
 def _local(text: str) -> str:
-    return _moment(text).astimezone().isoformat(timespec="seconds")
+    return records.moment(text).astimezone().isoformat(timespec="seconds")

@@ -26,12 +26,6 @@ from tfxd.run_summary import INTERRUPTED, RUNNING, HistoryLine, LocalRun, starte
 from tfxd.task_record import run_folder
 
 
-def history(root: str, last: int | None = None) -> list[HistoryLine]:
-    """The runs under ``root``, newest first (the ``last`` newest)."""
-    lines = [line for line, _ in runs(root)]
-    return lines[:last] if last else lines
-
-
 def runs_of(loaded: LoadedSpec, target: str, root: str | None = None) -> tuple[str, list[tuple[HistoryLine, LocalRun | None]]]:
     """Where ``loaded``'s runs on ``target`` are read from (``root``, else the spec's root locally and the
     pipeline root on a cluster), and the runs there, newest first."""

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO, write_spec
 from tests.pipeline.run.test_run_taxi import tfxd
-from tfxd.pipeline.run.history import history, write_page
+from tfxd.pipeline.run.history import runs, write_page
 from tfxd.pipeline.run.lock import lock_path
 
 SPEC = """\
@@ -100,12 +100,12 @@ def test_the_newest_run_without_a_summary_is_running_while_the_roots_lock_is_hel
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert [(line.run_id[9:15], line.status) for line in history(str(root))] == [("120000", "running"),
+        assert [(line.run_id[9:15], line.status) for line, _ in runs(str(root))] == [("120000", "running"),
                                                                                      ("110000", "interrupted")]
     finally:
         holder.kill()
         holder.wait()
-    assert [line.status for line in history(str(root))] == ["interrupted", "interrupted"]
+    assert [line.status for line, _ in runs(str(root))] == ["interrupted", "interrupted"]
     assert Path(lock_path(str(root))).exists()
 
 
