@@ -91,10 +91,12 @@ def _listed(artifacts: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def _write(ours: argparse.Namespace, executor_input: dict[str, Any], record: records.TaskRecord) -> None:
     uris = [item.get("uri", "") for value in executor_input.get("outputs", {}).get("artifacts", {}).values()
             for item in value.get("artifacts", [])]
-    if not any(uris):
-        logging.warning("tfxd: task %s has no output artifact, so no run folder for its record", ours.task)
+    folders = [folder for folder in (records.run_folder(uri, ours.task) for uri in uris if uri) if folder]
+    if not folders:
+        logging.warning("tfxd: task %s has no output artifact in a folder of its own, so no run folder for its "
+                        "record", ours.task)
         return
-    where = records.path(records.run_folder(next(uri for uri in uris if uri)), ours.task)
+    where = records.path(folders[0], ours.task)
     try:
         write_atomic(where, records.dumps(record))
     except Exception as exc:  # noqa: BLE001 - the task's outcome stands; the history lacks this task

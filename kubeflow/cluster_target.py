@@ -17,6 +17,16 @@ from tfxd.pipeline.spec.loaded import LoadedSpec
 from tfxd.pipeline.spec.targets import Schedule
 from tfxd.run_summary import EngineRun
 
+# The sub-DAG TFX's compiler nests a pipeline's tasks in when it has an exit handler (tfx/orchestration/kubeflow/
+# v2/pipeline_builder.py, utils.TFX_DAG_NAME): the root then runs it and, after it, the exit task.
+TFX_DAG = "tfx-dag"
+
+
+def pipeline_tasks(pipeline_spec: dict[str, Any]) -> dict[str, Any]:
+    """The pipeline's own tasks in a compiled PipelineSpec: those of TFX's sub-DAG, else the root's."""
+    nested = pipeline_spec.get("components", {}).get(TFX_DAG, {}).get("dag", {}).get("tasks")
+    return nested if nested is not None else pipeline_spec.get("root", {}).get("dag", {}).get("tasks", {})
+
 
 class ScheduleError(RuntimeError):
     """The schedule cannot be found or made as asked; the message says why and what to do."""
@@ -53,6 +63,11 @@ class ClusterTarget(ABC):
     def read_compiled(self, document: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """The PipelineSpec and the runtime config (empty where the file has none) of a compiled file as
         ``render`` writes it, parsed; None for a document that is not one (replay asks each target)."""
+
+    @abstractmethod
+    def task_folder(self, task: str) -> str:
+        """The folder one execution of ``task`` writes its output artifacts in, under its run's folder, as the
+        service names it (`<run folder>/<this>/<key>`): replay names its tasks' outputs so."""
 
     # ---------------------------------------------------------------- one run
 

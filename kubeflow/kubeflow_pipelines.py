@@ -20,6 +20,7 @@ import datetime
 import json
 import os
 import re
+import uuid
 from typing import Any, ClassVar
 
 import yaml
@@ -36,7 +37,7 @@ from tfxd.kubeflow.clients import (
     report,
     spec_hash,
 )
-from tfxd.kubeflow.cluster_target import ClusterTarget, ScheduleError
+from tfxd.kubeflow.cluster_target import ClusterTarget, ScheduleError, pipeline_tasks
 from tfxd.pipeline.spec import cron
 from tfxd.pipeline.spec.document import Spec
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -64,12 +65,18 @@ class KubeflowPipelines(ClusterTarget):
     RUNS_LIFECYCLE_HOOKS: ClassVar[bool] = False
     RUNS_RESOLVERS: ClassVar[bool] = False
 
+    def task_folder(self, task: str) -> str:
+        """`<task>/<uuid>`: KFP 2.17's driver provisions every output under `<pipeline root>/<pipeline>/<run id>/
+        <task>/<a new UUID>/<key>` (backend/src/v2/driver/driver.go, provisionOutputs; container.go passes
+        uuid.NewString())."""
+        return f"{task}/{uuid.uuid4()}"
+
     def adapt(self, pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str, parameters: dict[str, Any]) -> None:
         pipeline_spec["defaultPipelineRoot"] = root
         _set_defaults(pipeline_spec, parameters)
         _set_resources(pipeline_spec, kubeflow_target(loaded.spec).resources)
         executors = pipeline_spec["deploymentSpec"]["executors"]
-        for task in pipeline_spec["root"]["dag"]["tasks"].values():
+        for task in pipeline_tasks(pipeline_spec).values():
             executor = executors[pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]]
             if executor.get("container", {}).pop("lifecycle", None) is not None:  # ExampleGen's driver
                 task["cachingOptions"] = {"enableCache": False}

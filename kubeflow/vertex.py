@@ -10,6 +10,7 @@ service account and the pipeline root; a change to any of them replaces it, othe
 from __future__ import annotations
 
 import json
+import random
 from typing import Any, ClassVar
 
 from tfxd.kubeflow.clients import (
@@ -47,6 +48,11 @@ class VertexPipelines(ClusterTarget):
     PIPELINE_SPEC_2_1: ClassVar[bool] = False
     RUNS_LIFECYCLE_HOOKS: ClassVar[bool] = True
     RUNS_RESOLVERS: ClassVar[bool] = True
+
+    def task_folder(self, task: str) -> str:
+        """`<task>_<task id>`: Vertex writes a task's outputs under `<root>/<project number>/<job id>/<task name>_
+        <its task id>/<key>` (the task id a 64-bit number)."""
+        return f"{task}_{random.randrange(10**18, 2**63)}"
 
     def adapt(self, pipeline_spec: dict[str, Any], loaded: LoadedSpec, root: str, parameters: dict[str, Any]) -> None:
         """Nothing: Vertex runs what TFX's compiler writes, resolvers and the ExampleGen driver included, and

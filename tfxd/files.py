@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,26 @@ def local_state(root: str) -> str:
 def join(base: str, *parts: str) -> str:
     """``parts`` under ``base``, a local folder or a bucket URI (always with /)."""
     return "/".join(part.rstrip("/") for part in (base, *parts)) if is_uri(base) else os.path.join(base, *parts)
+
+
+@dataclass(frozen=True)
+class Reader:
+    """The four file calls a reader of a folder needs, for one kind of path (file_reader)."""
+
+    exists: Callable[[str], bool]
+    isdir: Callable[[str], bool]
+    listdir: Callable[[str], list[str]]  # names; a bucket's folders may end with /
+    open: Callable[..., Any]
+
+
+def file_reader(path: str) -> Reader:
+    """os for a local path, TFX's fileio (TensorFlow's file systems) for a bucket's: what reads records,
+    reports and pushed versions from a local folder never loads TensorFlow."""
+    if not is_uri(path):
+        return Reader(os.path.exists, os.path.isdir, os.listdir, open)
+    from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow) only for a bucket
+
+    return Reader(fileio.exists, fileio.isdir, fileio.listdir, fileio.open)
 
 
 def write_atomic(path: str, content: str | bytes) -> str:

@@ -171,6 +171,10 @@ TASK_RECORDS = "tfxd-records"
 # arguments, before TFX's: whose record it writes.
 TASK_ENTRY_POINT = "tfxd.components.cluster_task"
 TASK_PIPELINE_ARG = "--tfxd_pipeline"
+# The compiled pipeline's exit task (kubeflow/compile.py) and its entry point: it rewrites history.html from the
+# records whatever the run's end.
+HISTORY_TASK = "HistoryPage"
+HISTORY_ENTRY_POINT = "tfxd.kubeflow.history_task"
 TASK_NAME_ARG = "--tfxd_task"
 # The evaluation artifact's overall-slice metrics, as JSON {name: value} (the Evaluator's executor sets it),
 # so that a run on a cluster says its metrics without TFMA reading the evaluation back.

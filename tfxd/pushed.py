@@ -15,6 +15,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from tfxd.files import file_reader, join
+
 # inside the serving model's folder: DataRecord as JSON; the chief's run_fn writes it
 DATA_RECORD_FILE = os.path.join("assets.extra", "tfxd_data.json")
 # inside the serving model's folder: the training report (training_report.write, the chief's run_fn) and the
@@ -37,25 +39,18 @@ class DataRecord:
 
 def versions(destination: str) -> list[str]:
     """The complete pushed models under ``destination``, newest first."""
-    from tfx.dsl.io import fileio  # start-up: the ground loads TFX's file systems only when asked
-
-    if not fileio.exists(destination):
+    reader = file_reader(destination)
+    if not reader.exists(destination):
         return []
-    names = [name.rstrip("/") for name in fileio.listdir(destination)]
+    names = [name.rstrip("/") for name in reader.listdir(destination)]
     numbered = sorted((name for name in names if name.isdigit()), key=int, reverse=True)
-    return [os.path.join(destination, name) for name in numbered
-            if fileio.exists(os.path.join(destination, name, "saved_model.pb"))]
+    return [join(destination, name) for name in numbered
+            if reader.exists(join(destination, name, "saved_model.pb"))]
 
 
 def data_record(serving_model_dir: str) -> DataRecord:
     """What the model at ``serving_model_dir`` was trained on (an empty record when it says nothing)."""
-    from tfx.dsl.io import fileio  # start-up: as above
-
-    path = os.path.join(serving_model_dir, DATA_RECORD_FILE)
-    if not fileio.exists(path):
-        return DataRecord()
-    with fileio.open(path, "r") as handle:
-        found = json.loads(handle.read())
+    found = read_json(serving_model_dir, DATA_RECORD_FILE)
     return DataRecord(found.get("inputs") or {}, found.get("spans"))
 
 
@@ -70,11 +65,10 @@ def write_data_record(serving_model_dir: str, record: DataRecord) -> None:
 
 def read_json(serving_model_dir: str, name: str) -> dict[str, Any]:
     """A JSON file beside the model at ``serving_model_dir`` (EVALUATION_FILE...), {} when there is none."""
-    from tfx.dsl.io import fileio  # start-up: as above
-
-    path = os.path.join(serving_model_dir, name)
-    if not fileio.exists(path):
+    path = join(serving_model_dir, name)
+    reader = file_reader(path)
+    if not reader.exists(path):
         return {}
-    with fileio.open(path, "r") as handle:
+    with reader.open(path, "r") as handle:
         found = json.loads(handle.read())
     return found if isinstance(found, dict) else {}

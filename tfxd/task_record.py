@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import posixpath
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -81,10 +80,16 @@ def moment(text: str) -> datetime.datetime:
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def run_folder(output_uri: str) -> str:
-    """The run's folder, from one of its tasks' output artifacts (`<run folder>/<task>/<key>`: KFP's
-    `<root>/<pipeline>/<run id>/<task>/<key>`, Vertex's `<root>/<project number>/<job id>/<task>_<id>/<key>`)."""
-    return posixpath.dirname(posixpath.dirname(output_uri.rstrip("/")))
+def run_folder(output_uri: str, task: str) -> str | None:
+    """The run's folder, from one of ``task``'s output artifacts: the part before the task's own folder
+    (KFP 2.17's `<root>/<pipeline>/<run id>/<task>/<uuid>/<key>`, Vertex's `<root>/<project number>/<job id>/
+    <task>_<task id>/<key>`; kubeflow/cluster_target.py's task_folder); None where the URI holds no such
+    folder (an artifact a resolver found, made by another task)."""
+    parts = output_uri.rstrip("/").split("/")
+    for index in range(len(parts) - 2, 0, -1):  # the last part is the artifact's key
+        if parts[index] == task or parts[index].startswith(f"{task}_"):
+            return "/".join(parts[:index])
+    return None
 
 
 def path(folder: str, task: str) -> str:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from tfxd import keys
-from tfxd.files import is_uri
+from tfxd.files import file_reader
 
 
 @dataclass(frozen=True)
@@ -91,15 +91,8 @@ def read(model_dir: str) -> TrainingReport | None:
     """The report beside the model in ``model_dir``; None when the Trainer wrote none (a model of an older
     tfxd, or one that did not come from tfxd's Trainer)."""
     path = os.path.join(model_dir, keys.TRAINING_REPORT_FILE)
-    if not is_uri(path):  # TFX's file systems (TensorFlow) only for a bucket's
-        if not os.path.isfile(path):
-            return None
-        with open(path, encoding="utf-8") as handle:
-            return TrainingReport.from_json(json.loads(handle.read()))
-    from tfx.dsl.io import fileio  # start-up: as above
-
-    if not fileio.exists(path):
+    reader = file_reader(path)
+    if not reader.exists(path):
         return None
-    with fileio.open(path, "r") as handle:
-        data = json.loads(handle.read())
-    return TrainingReport.from_json(data)
+    with reader.open(path, "r") as handle:
+        return TrainingReport.from_json(json.loads(handle.read()))

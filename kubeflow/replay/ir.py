@@ -179,6 +179,46 @@ def task_order(tasks: dict[str, Any]) -> list[str]:
     return order
 
 
+@dataclass(frozen=True)
+class Dag:
+    """The tasks replay runs, in order: the pipeline's own (those of TFX's sub-DAG where the file has an exit
+    handler, else the root's), then the exit tasks, which run after them whatever their end (`triggerPolicy.
+    strategy: ALL_UPSTREAM_TASKS_COMPLETED`). ``handed``: a nested task's `componentInputParameter` -> the
+    root parameter the sub-DAG's task hands it."""
+
+    tasks: dict[str, Any]
+    order: list[str]
+    exit_tasks: frozenset[str] = frozenset()
+    nested: frozenset[str] = frozenset()
+    handed: dict[str, str] = field(default_factory=dict)
+
+
+def read_dag(spec: dict[str, Any]) -> Dag:
+    """The file's tasks as replay runs them; a ReplayError for a sub-DAG that is not an exit handler's (a
+    condition group, a loop), or one nested deeper, as replay runs neither."""
+    root = spec.get("root", {}).get("dag", {}).get("tasks", {})
+    components = spec.get("components", {})
+    groups = [name for name, task in root.items() if "dag" in components.get(task.get("componentRef", {}).get("name"), {})]
+    if not groups:
+        return Dag(root, task_order(root))
+    group = groups[0]
+    exits = {name for name in root if name != group}
+    for name in sorted(exits | set(groups[1:])):
+        task = root[name]
+        if name in groups or group not in task.get("dependentTasks", []) or (
+                task.get("triggerPolicy", {}).get("strategy") != "ALL_UPSTREAM_TASKS_COMPLETED"):
+            raise ReplayError(f"task {name}: sub-DAGs other than an exit handler's (conditions, loops) are not "
+                              "replayed")
+    component = components[root[group]["componentRef"]["name"]]
+    nested = component["dag"].get("tasks", {})
+    declared = component.get("inputDefinitions", {}).get("parameters", {})
+    handed = {key: spec["componentInputParameter"] for key, spec in root[group].get("inputs", {}).get(
+        "parameters", {}).items() if key in declared and "componentInputParameter" in spec}
+    exit_tasks = {name: root[name] for name in exits}
+    return Dag({**nested, **exit_tasks}, [*task_order(nested), *sorted(exits)], frozenset(exits), frozenset(nested),
+               handed)
+
+
 def title(type_schema: dict[str, Any]) -> str:
     """An artifact type's schema title (e.g. tfx.Model), from the type or its instance schema."""
     if type_schema.get("schemaTitle"):

@@ -90,6 +90,7 @@ class Replay:
     schedule_time: str | None = None
     engine: RunningEngine | None = None  # Flink or Spark started here for Beam as compiled
     on_buckets: bool = False  # artifacts on the compiled pipeline root's bucket, as on the cluster (runner.py)
+    task_folders: dict[str, str] = field(default_factory=dict)  # task -> its outputs' folder, as its service names it
 
     def job_placeholder(self, constant: Any) -> Any:
         """A task input's constant as the engine hands it on: the job's creation time and, in a scheduled
@@ -116,12 +117,19 @@ class Replay:
         root = self.compiled.pipeline_root
         return join(root, self.compiled.name, self.run_id) if self.on_buckets and root else self.run_dir
 
+    def task_folder(self, task: str) -> str:
+        """Where ``task``'s output artifacts go: a folder of the run's artifact root named as the compiled
+        file's service names one execution's (cluster_target.task_folder)."""
+        if task not in self.task_folders:
+            self.task_folders[task] = self.compiled.target.task_folder(task)
+        return join(self.artifact_root, self.task_folders[task])
+
     def remove_outputs(self, task: str) -> None:
-        """A stopped task's partial outputs: its local folder, and its artifacts on the bucket."""
+        """A stopped task's partial outputs: its local folder, and its artifacts (on the bucket)."""
         shutil.rmtree(os.path.join(self.run_dir, task), ignore_errors=True)
-        if self.artifact_root != self.run_dir:
+        if task in self.task_folders:
             with contextlib.suppress(Exception):  # a stop goes on; what is left is never recorded
-                remove(join(self.artifact_root, task))
+                remove(self.task_folder(task))
 
 
 @dataclass
@@ -224,7 +232,7 @@ class Launcher:
         os.makedirs(task_dir, exist_ok=True)
         definitions = component.get("outputDefinitions", {})
         outputs = {key: [{"name": self.artifact_name(name, key), "schemaTitle": title(definition.get("artifactType", {})),
-                          "uri": join(self.replay.artifact_root, name, key), "metadata": {}}]
+                          "uri": join(self.replay.task_folder(name), key), "metadata": {}}]
                    for key, definition in definitions.get("artifacts", {}).items()}
         output_parameters = {key: os.path.join(task_dir, "parameters", key) for key in definitions.get("parameters", {})}
         for path in output_parameters.values():

@@ -51,16 +51,15 @@ from tfxd.kubeflow.replay.conditions import Condition, ConditionError
 from tfxd.kubeflow.replay.ir import (
     Compiled,
     ReplayError,
-    coerce,
-    declared_type,
     from_old_value,
     load_compiled,
     pipeline_parameters,
     producers,
-    task_order,
+    read_dag,
     title,
 )
 from tfxd.kubeflow.replay.launcher import Launcher, Replay, TaskFailed, TaskResult
+from tfxd.kubeflow.replay.task_inputs import TaskInputs
 from tfxd.pipeline.assembly import beam_args
 from tfxd.pipeline.run import beam_engine
 from tfxd.pipeline.run.outcome import GateStop, gate_stop, new_run_id, with_gate_stop
@@ -85,6 +84,8 @@ class _Tasks:
         self.conditions: dict[str, Condition] = {}  # task -> its trigger policy's condition
         self.interrupted: str | None = None  # the signal that stopped the replay (tfxd.stops)
         self.stopped: GateStop | None = None  # the verdict of the validation gate that stopped it
+        self.dag = read_dag(self.spec)  # a file replay cannot run is refused here, before anything runs
+        self.inputs = TaskInputs(replay, self.localize, self.dag, self.results)
 
     # --- helpers over the spec
 
@@ -104,58 +105,14 @@ class _Tasks:
             raise ReplayError(f"task {task_name}: no executor {label!r} in deploymentSpec")
         return executor
 
-    # --- inputs
-
-    def input_parameters(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> dict[str, Any]:
-        """Python values of the task's input parameters, localized, with their declared kinds."""
-        definitions = component.get("inputDefinitions", {}).get("parameters", {})
-        values: dict[str, Any] = {}
-        for key, spec in task.get("inputs", {}).get("parameters", {}).items():
-            kind = declared_type(definitions.get(key))
-            if "runtimeValue" in spec:
-                runtime = spec["runtimeValue"]
-                if "constantValue" in runtime:
-                    value = from_old_value(runtime["constantValue"])
-                elif "constant" in runtime:
-                    value = self.replay.job_placeholder(runtime["constant"])
-                else:
-                    raise ReplayError(f"task {name}: parameter {key}: unsupported runtime value {runtime}")
-            elif "componentInputParameter" in spec:
-                pipeline_key = spec["componentInputParameter"]
-                if pipeline_key not in self.replay.parameters:
-                    raise ReplayError(f"task {name}: parameter {key} takes pipeline parameter {pipeline_key!r}, "
-                                      "which has no value (pass it in parameters)")
-                value = self.replay.parameters[pipeline_key]
-            elif "taskOutputParameter" in spec:
-                source = spec["taskOutputParameter"]
-                produced = self.results[source["producerTask"]].parameters
-                if source["outputParameterKey"] not in produced:
-                    raise ReplayError(f"task {name}: parameter {key}: task {source['producerTask']} produced "
-                                      f"no output parameter {source['outputParameterKey']!r}")
-                value = produced[source["outputParameterKey"]]
-            else:
-                raise ReplayError(f"task {name}: parameter {key}: unsupported input {sorted(spec)}")
-            values[key] = (self.localize(coerce(value, kind, f"task {name}: parameter {key}")), kind)
-        return values
-
-    def input_artifacts(self, name: str, task: dict[str, Any], component: dict[str, Any]) -> dict[str, list]:
-        found = {}
-        for key, spec in task.get("inputs", {}).get("artifacts", {}).items():
-            if "taskOutputArtifact" not in spec:
-                raise ReplayError(f"task {name}: artifact {key}: unsupported input {sorted(spec)}")
-            source = spec["taskOutputArtifact"]
-            found[key] = self.results[source["producerTask"]].artifacts.get(source["outputArtifactKey"], [])
-        return found
-
     # --- tasks
 
     def run(self) -> dict[str, Any]:
         """Every task in dependency order, once every task was checked: a file replay cannot run is
         refused before anything runs, not halfway through. The summary, also written."""
-        tasks = self.spec.get("root", {}).get("dag", {}).get("tasks", {})
+        tasks, order = self.dag.tasks, self.dag.order
         if not tasks:
             raise ReplayError(f"{self.replay.compiled.path}: the pipeline has no tasks")
-        order = task_order(tasks)
         self.refuse_unsupported(tasks, order)
         self.rows = [{"name": name, "kind": None, "status": "not run", "seconds": None, "log": None} for name in order]
         os.makedirs(self.replay.log_dir, exist_ok=True)
@@ -177,6 +134,9 @@ class _Tasks:
                     self.conditions[name] = Condition(policy["condition"])
                 except ConditionError as exc:
                     raise ReplayError(f"task {name}: {exc}") from None
+            for key, parameter in task.get("inputs", {}).get("parameters", {}).items():
+                if "componentInputParameter" in parameter:  # a nested task's must be handed on
+                    self.inputs.pipeline_key(name, key, parameter["componentInputParameter"])
             executor = self.executor(name, self.component(task))
             if not {"container", "resolver", "importer"} & set(executor):
                 raise ReplayError(f"task {name}: executor kind {sorted(executor)} is not supported by replay")
@@ -190,10 +150,24 @@ class _Tasks:
                     clause(part, query.get("filter", ""), lambda _: "")
 
     def run_tasks(self, tasks: dict[str, Any]) -> None:
+        """The pipeline's tasks, then its exit tasks, which run whatever the others' end but a stop (a
+        cancelled run ends without them)."""
+        exits = [row for row in self.rows if row["name"] in self.dag.exit_tasks]
+        try:
+            self.run_rows([row for row in self.rows if row["name"] not in self.dag.exit_tasks], tasks)
+        except (TaskFailed, ReplayError) as exc:
+            with contextlib.suppress(TaskFailed, ReplayError):  # the first failure is the run's
+                self.run_rows(exits, tasks)
+            if isinstance(exc, TaskFailed) and exits:
+                exc.summary = self._write_summary(self.summary())
+            raise
+        self.run_rows(exits, tasks)
+
+    def run_rows(self, rows: list[dict[str, Any]], tasks: dict[str, Any]) -> None:
         """The rows' tasks in order, each row filled in as its task goes: skipped when it is not triggered,
         else executed. A stop or a failure writes the summary so far (a stopped task's partial outputs
         removed; a validation gate's verdict) before it is raised, so that what ran is on record."""
-        for row in self.rows:
+        for row in rows:
             name = row["name"]
             task = tasks[name]
             component = self.component(task)
@@ -217,7 +191,7 @@ class _Tasks:
                 raise
             except (TaskFailed, ReplayError) as exc:
                 row["status"], row["seconds"] = "failed", round(time.monotonic() - started, 1)
-                self.stopped = gate_stop(row.get("log"))
+                self.stopped = self.stopped or gate_stop(row.get("log"))
                 self.on_task(name, {"event": "end", **row, "error": str(exc)})
                 summary = self._write_summary(self.summary())
                 if isinstance(exc, TaskFailed):
@@ -236,8 +210,8 @@ class _Tasks:
         if row["kind"] == "container":
             row["log"] = os.path.join(self.replay.log_dir, f"{name}.log")
             result = self.launcher.run(name, component, executor["container"],
-                                       self.input_parameters(name, task, component),
-                                       self.input_artifacts(name, task, component), row["log"])
+                                       self.inputs.parameters(name, task, component),
+                                       self.inputs.artifacts(name, task, component), row["log"])
             row["status"] = "ran"
         elif row["kind"] == "resolver":
             result = self.run_resolver(name, task, component, executor["resolver"])
@@ -259,14 +233,14 @@ class _Tasks:
         if condition is None:
             return None
         try:
-            triggered = condition.evaluate(self.input_artifacts(name, task, component))
+            triggered = condition.evaluate(self.inputs.artifacts(name, task, component))
         except ConditionError as exc:
             raise TaskFailed(name, f"its driver failed: {exc}", self.replay.log_dir) from None
         return None if triggered else f"its condition is false: {condition.text}"
 
     def run_resolver(self, name: str, task: dict[str, Any], component: dict[str, Any],
                      resolver: dict[str, Any]) -> TaskResult:
-        inputs = self.input_artifacts(name, task, component)
+        inputs = self.inputs.artifacts(name, task, component)
 
         def lookup(expression: str) -> str | None:
             match = re.fullmatch(r"\.inputs\.artifacts\[['\"]([^'\"]+)['\"]\]\.(uri|metadata\[['\"]([^'\"]+)['\"]\])",
@@ -287,7 +261,7 @@ class _Tasks:
 
     def run_importer(self, name: str, task: dict[str, Any], component: dict[str, Any],
                      importer: dict[str, Any]) -> TaskResult:
-        parameters = self.input_parameters(name, task, component)
+        parameters = self.inputs.parameters(name, task, component)
         source = importer.get("artifactUri", {})
         if "runtimeParameter" in source:
             uri = parameters.get(source["runtimeParameter"], (None,))[0]

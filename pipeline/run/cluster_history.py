@@ -19,14 +19,13 @@ from __future__ import annotations
 import concurrent.futures
 import datetime
 import json
-import os
 import posixpath
 from dataclasses import replace
 from typing import Any
 
 from tfxd import keys, pushed
 from tfxd import task_record as records
-from tfxd.files import is_uri, join
+from tfxd.files import file_reader, join
 from tfxd.run_summary import (
     FAILED,
     INTERRUPTED,
@@ -168,12 +167,8 @@ def _find(by_task: dict[str, records.TaskRecord], node: str, key: str) -> dict[s
 def _records(root: str) -> dict[str, list[records.TaskRecord]]:
     """Every run folder under ``root`` holding task records (one level down in a replay's root, two in a
     pipeline root: `<pipeline or project number>/<run id>`), with its records."""
-    if is_uri(root):
-        from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow), for a bucket
-
-        isdir, listdir, opener = fileio.isdir, fileio.listdir, fileio.open
-    else:
-        isdir, listdir, opener = os.path.isdir, os.listdir, open
+    reader = file_reader(root)
+    isdir, listdir, opener = reader.isdir, reader.listdir, reader.open
 
     def folders(base: str) -> list[str]:
         return [join(base, name.rstrip("/")) for name in listdir(base)] if isdir(base) else []

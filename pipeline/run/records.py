@@ -22,20 +22,38 @@ _STATUS = {"COMPLETE": "ran", "CACHED": "cached", "FAILED": "failed", "RUNNING":
 
 
 class RunRecords:
-    """The executions of one run (those created since it started) of one pipeline under ``root``."""
+    """The executions of one run (those created since it started, and before ``until``: the next run's start)
+    of one pipeline under ``root``."""
 
-    def __init__(self, root: str, pipeline: str, since: float) -> None:
+    def __init__(self, root: str, pipeline: str, since: float, until: float | None = None) -> None:
         self._store = metadata.open_store(root, readonly=True)
         self._pipeline = pipeline
         self._since_ms = int(since * 1000)
+        self._until_ms = int(until * 1000) if until is not None else None
         self._executions: dict[str, Any] = {}
+
+    def _in_run(self, execution: Any) -> bool:
+        created = execution.create_time_since_epoch
+        return created >= self._since_ms and (self._until_ms is None or created < self._until_ms)
+
+    def ended_by_state(self) -> list[tuple[str, str, int, int]]:
+        """Each node's execution in this run as (node id, state, created, last updated: ms), oldest first."""
+        prefix = f"{self._pipeline}."
+        found = []
+        for context in self._store.get_contexts_by_type("node"):
+            if context.name.startswith(prefix):
+                execution = self.execution(context.name[len(prefix):])
+                if execution is not None:
+                    found.append((context.name[len(prefix):],
+                                  metadata_store_pb2.Execution.State.Name(execution.last_known_state),
+                                  execution.create_time_since_epoch, execution.last_update_time_since_epoch))
+        return sorted(found, key=lambda item: item[2])
 
     def execution(self, node_id: str):
         """This run's newest execution of ``node_id``, or None."""
         if node_id not in self._executions:
             context = self._store.get_context_by_type_and_name("node", f"{self._pipeline}.{node_id}")
-            recent = [e for e in self._store.get_executions_by_context(context.id)
-                      if e.create_time_since_epoch >= self._since_ms] if context else []
+            recent = [e for e in self._store.get_executions_by_context(context.id) if self._in_run(e)] if context else []
             self._executions[node_id] = max(recent, key=lambda e: (e.create_time_since_epoch, e.id),
                                             default=None)
         return self._executions[node_id]

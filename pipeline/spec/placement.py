@@ -53,6 +53,10 @@ class Placement:
             return posixpath.join(self.cluster_root() or "", "pipeline")
         return os.path.join(self.loaded.resolve(self.loaded.spec.root or ""), "pipeline")
 
+    def history_page(self) -> str:
+        """history.html on the cluster: beside the pipeline root, as a local run's is beside its runs/."""
+        return posixpath.join(self.cluster_root() or "", keys.HISTORY_PAGE)
+
     def push_to(self) -> str:
         spec = self.loaded.spec
         push = spec.push.to or ""

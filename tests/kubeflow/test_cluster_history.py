@@ -8,6 +8,7 @@ a run no task recorded the end of, a record cut short, a task that failed."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ from tests.kubeflow.conftest import TARGETS
 from tests.pipeline.run.test_retraining import SPEC, add_day, shift_fare
 from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd import keys
-from tfxd.task_record import TaskRecord, dumps
+from tfxd.kubeflow.targets import cluster_target
+from tfxd.task_record import TaskRecord, dumps, run_folder
 
 DAILY = SPEC + "validation:\n  drift: {threshold: 0.9, features: {fare: 0.2}}\n" + TARGETS.replace(
     "    schedule: {cron: \"0 3 * * 1\", timezone: UTC, max_concurrent_runs: 2}\n", "    root: gs://demo-bucket/kfp\n")
@@ -76,6 +78,24 @@ def test_three_daily_runs_on_each_target_read_back_from_their_tasks_records(tmp_
     assert "2 runs, newest first" in table and "stopped" in table and "skipped" in table
     html = page.read_text()
     assert html.count('class="st-ok"') == 1 and "stopped by fare" in html and "runs/" not in html
+    _the_exit_task_rewrote_the_page_beside_the_pipeline_root(root)
+
+
+def _the_exit_task_rewrote_the_page_beside_the_pipeline_root(root: Path) -> None:
+    """Each run ended with its exit task (TFX's exit handler, after the tasks whatever their end: the drift
+    stop too), which rewrote history.html where the cluster keeps it, beside the pipeline root (the bucket
+    mapped into the replay's root), thresholds drawn, and left this run's copy as its output."""
+    [page] = (root / "bucket").rglob(keys.HISTORY_PAGE)
+    assert page.parent.name == "daily-tips" and (page.parent / "pipeline").is_dir()
+    html = page.read_text()
+    assert html.count('class="st-ok"') == 1 and "stopped by fare" in html and 'class="threshold"' in html
+    summaries = sorted((json.loads(path.read_text()) for path in root.glob("2*/summary.json")),
+                       key=lambda summary: summary["run_id"])
+    for summary in summaries:
+        assert summary["tasks"][-1]["name"] == keys.HISTORY_TASK and summary["tasks"][-1]["status"] == "ran"
+    assert summaries[-1]["status"] == "stopped"
+    copy = Path(summaries[-1]["artifacts"][f"{keys.HISTORY_TASK}.page"]) / keys.HISTORY_PAGE
+    assert copy.read_text() == html  # the last run's copy is the page as it left it
 
 
 def _the_pushed_version_says_where_it_came_from(trained: dict) -> None:
@@ -91,6 +111,19 @@ def _the_pushed_version_says_where_it_came_from(trained: dict) -> None:
     assert (line.run_id, line.status, line.spans, line.strategy) == (f"pushed {version.name}", "ok", [DAYS[0]], "default")
     assert line.metrics == trained["metrics"] and line.blessed and line.pushed == str(version)
     assert pushed_runs(str(version.parent), "daily-tips", {version.name}) == []  # its run's records name it
+
+
+def test_a_record_finds_its_runs_folder_wherever_the_service_puts_a_tasks_outputs():
+    """KFP 2.17's driver provisions a task's outputs under `<run folder>/<task>/<a new UUID>/<key>` (kubeflow/
+    pipelines backend/src/v2/driver/driver.go, provisionOutputs), Vertex under `<run folder>/<task>_<task id>/
+    <key>`; replay names them so, and a record finds its run's folder from either. An artifact a resolver
+    found (made by another task, in another run) names no folder of the resolver's."""
+    kfp, vertex = (cluster_target(name).task_folder("Trainer") for name in ("kubeflow", "vertex"))
+    assert re.fullmatch(r"Trainer/[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", kfp), kfp
+    assert re.fullmatch(r"Trainer_[0-9]{19}", vertex) and cluster_target("vertex").task_folder("Trainer") != vertex
+    for folder in (kfp, vertex, "Trainer_-6391851938208366592"):
+        assert run_folder(f"gs://b/root/daily-tips/run-1/{folder}/model/", "Trainer") == "gs://b/root/daily-tips/run-1"
+    assert run_folder(f"gs://b/root/daily-tips/run-0/{kfp}/model", "latest_blessed_model_resolver") is None
 
 
 def _record(folder: Path, task: str, status: str = "ok", **fields) -> None:

@@ -19,6 +19,7 @@ from kfp.pipeline_spec import pipeline_spec_pb2
 
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
+from tfxd.kubeflow.cluster_target import pipeline_tasks
 from tfxd.pipeline.spec.load import load_spec
 
 
@@ -53,7 +54,7 @@ def test_outputs_parse_strictly_and_name_importable_executors(compiled):
             module, _, name = dotted.rpartition(".")
             assert getattr(importlib.import_module(module), name)
         assert "tfxd.components.trainer.executor.Executor" in classes
-        tasks = pipeline_spec["root"]["dag"]["tasks"]
+        tasks = pipeline_tasks(pipeline_spec)
         for name, task in tasks.items():  # each task's record says its pipeline and its name (cluster_task.py)
             label = pipeline_spec["components"][task["componentRef"]["name"]]["executorLabel"]
             container = _executors(pipeline_spec)[label].get("container")
@@ -136,7 +137,7 @@ def test_training_length_is_a_runtime_parameter(compiled):
     parameters = pipeline_spec["root"]["inputDefinitions"]["parameters"]
     assert json.loads(parameters["train_args"]["defaultValue"]) == {"numSteps": 1000}
     assert json.loads(parameters["eval_args"]["defaultValue"]) == {"numSteps": 150}
-    trainer = pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"]
+    trainer = pipeline_tasks(pipeline_spec)["Trainer"]["inputs"]["parameters"]
     assert trainer["train_args"] == {"componentInputParameter": "train_args"}
 
 
@@ -266,7 +267,7 @@ def test_multi_worker_and_parameter_server_trainers_compile_to_a_tfjob_task(make
         pipeline_spec = pipeline_job(loaded, "kubeflow")["pipelineSpec"]
         args = pipeline_spec["deploymentSpec"]["executors"]["Trainer_executor"]["container"]["args"]
         assert args[args.index("--executor_class_path") + 1] == "tfxd.components.trainer.job_launch.OperatorExecutor"
-        config = json.loads(pipeline_spec["root"]["dag"]["tasks"]["Trainer"]["inputs"]["parameters"][
+        config = json.loads(pipeline_tasks(pipeline_spec)["Trainer"]["inputs"]["parameters"][
             "custom_config"]["runtimeValue"]["constant"])
         assert config["operator_job"]["workers"] == int(sets[0].split("=")[1]) and config["operator_job"]["timeout_seconds"] == 86400
         assert backend_problems(pipeline_spec) == []

@@ -21,6 +21,7 @@ The backend's rules, from kubeflow/pipelines (tests/kubeflow/kfp_rules.py encode
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
 
 import pytest
@@ -29,6 +30,8 @@ import yaml
 from tests.conftest import REPO
 from tests.kubeflow.conftest import EXAMPLES
 from tests.kubeflow.kfp_rules import backend_problems
+from tfxd import keys
+from tfxd.kubeflow.cluster_target import pipeline_tasks
 from tfxd.pipeline.spec.load import load_spec
 
 ROOTS = {"taxi": "gs://my-bucket/tfxd/taxi-tips/pipeline", "penguin": "gs://my-bucket/tfxd/penguin-species/pipeline",
@@ -52,11 +55,17 @@ def test_the_kubeflow_file_meets_the_open_source_backends_rules(compiled, exampl
     image = load_spec(str(REPO / "examples" / f"{example}.yaml"), check_files=False).spec.targets.kubeflow.image
     executors = pipeline_spec["deploymentSpec"]["executors"].values()
     assert {executor["container"]["image"] for executor in executors} == {image}
+    exit_task = pipeline_spec["deploymentSpec"]["executors"].pop(f"{keys.HISTORY_TASK}_executor")
     for executor in executors:  # each names a class the image's tfxd has
         args = executor["container"]["args"]
         module, _, name = args[args.index("--executor_class_path") + 1].rpartition(".")
         assert isinstance(getattr(importlib.import_module(module), name), type)
-    tasks = pipeline_spec["root"]["dag"]["tasks"]
+    # the exit task runs after every task whatever its end, a module the image's tfxd has (TFX's exit handler)
+    assert exit_task["container"]["command"][:3] == ["python", "-m", keys.HISTORY_ENTRY_POINT]
+    assert importlib.util.find_spec(keys.HISTORY_ENTRY_POINT) is not None
+    assert pipeline_spec["root"]["dag"]["tasks"][keys.HISTORY_TASK]["triggerPolicy"] == {
+        "strategy": "ALL_UPSTREAM_TASKS_COMPLETED"}
+    tasks = pipeline_tasks(pipeline_spec)
     # the backend caches on parameters, not on the data: ExampleGen always reads it, and the task finding the
     # latest pushed model always reads the bucket
     uncached = {"ExampleGen", "latest_blessed_model_resolver", "warm_start_model_resolver"}

@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import posixpath
+import re
 import signal
 import subprocess
 import sys
@@ -41,6 +43,7 @@ from tests.conftest import REPO
 from tests.kubeflow.on_bucket import TFXD, compiled_on_bucket, objects, replay_on_bucket
 from tests.pipeline.run.test_run_taxi import TAXI_ACCURACY_FLOOR, served_on_raw_examples
 from tfxd import keys
+from tfxd.kubeflow.cluster_target import pipeline_tasks
 from tfxd.kubeflow.replay import artifacts, ir, launcher, runner
 
 BASELINE_TASK = "latest_blessed_model_resolver"  # on both targets a container task (components/baseline)
@@ -95,7 +98,7 @@ def test_vertex_job_replays_every_task(taxi, first):
     root = taxi["root"]
     assert summary["status"] == "ok" and summary["format"] == "vertex" and summary["pipeline"] == "taxi-tips"
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-    assert statuses == dict.fromkeys((*CONTAINERS, BASELINE_TASK), "ran")
+    assert statuses == dict.fromkeys((*CONTAINERS, BASELINE_TASK, keys.HISTORY_TASK), "ran")
     order = [task["name"] for task in summary["tasks"]]
     assert order.index("Trainer") < order.index(BASELINE_TASK) < order.index("Evaluator") < order.index("Pusher")
     assert summary["parameters"] == {"train_args": '{"numSteps": 1000}', "eval_args": '{"numSteps": 150}'}
@@ -171,7 +174,7 @@ def test_kubeflow_yaml_replays_as_the_open_source_backend_runs_it(taxi, second):
     assert summary["parameters"]["train_args"] == '{"numSteps": 100}'
     assert summary["parameters"]["eval_args"] == '{"numSteps": 150}'  # the file's default
     assert {task["name"]: task["status"] for task in summary["tasks"]} == {
-        **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
+        **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran", keys.HISTORY_TASK: "ran"}
     report = json.loads(taxi["server"].read(BUCKET, summary["artifacts"]["Trainer.model"].removeprefix(
         f"gs://{BUCKET}/") + "/tfxd_training.json"))
     assert report["steps_per_epoch"] * report["epochs"] == 100
@@ -232,16 +235,22 @@ def test_the_other_examples_replay_to_a_pushed_model(tmp_path_factory, example, 
         assert str(Path(summary["run_dir"]) / "logs" / "vertex-jobs") in note, note
         assert summary["pipeline"] == pipeline and summary["status"] == "ok"
         assert {task["name"]: task["status"] for task in summary["tasks"]} == {
-            **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran"}
+            **dict.fromkeys(CONTAINERS, "ran"), BASELINE_TASK: "ran", keys.HISTORY_TASK: "ran"}
         assert summary["blessed"] is True and summary["pushed"] is True and summary["buckets"] == {}
         pushed = summary["pushed_destination"]
         assert pushed.startswith("gs://tfxd-examples/serving/") and summary["pushed_destination_on_cluster"] == pushed
         assert f"{pushed.removeprefix('gs://tfxd-examples/')}/saved_model.pb" in objects(server, pushed)
 
 
+def _task_objects(server, run_root: str, task: str) -> list[str]:
+    """The objects of ``task``'s outputs under the run's folder on the bucket, in the folder its service
+    names (`<task>/<uuid>/` on Kubeflow Pipelines, `<task>_<task id>/` on Vertex: cluster_target.task_folder)."""
+    return [name for name in objects(server, run_root) if re.search(rf"/{task}(/|_-?[0-9]+/)", name)]
+
+
 def test_failing_task_stops_the_replay(taxi, tmp_path):
     job = json.loads(taxi["vertex"].read_text())
-    parameters = job["pipelineSpec"]["root"]["dag"]["tasks"]["ExampleGen"]["inputs"]["parameters"]
+    parameters = pipeline_tasks(job["pipelineSpec"])["ExampleGen"]["inputs"]["parameters"]
     parameters["input_base"]["runtimeValue"]["constantValue"]["stringValue"] = f"gs://{BUCKET}/data/missing"
     broken = tmp_path / "broken.json"
     broken.write_text(json.dumps(job))
@@ -256,16 +265,23 @@ def test_failing_task_stops_the_replay(taxi, tmp_path):
     # the root cause from the log, naming the bucket path the task read
     assert f"InputError: no data file matches gs://{BUCKET}/data/missing" in text
     assert f"gs://{BUCKET}/data/missing" in log.read_text()
-    assert [line.split()[1] for line in result.stdout.splitlines() if line.startswith("> ")] == ["ExampleGen"]
+    # the failed task ends the pipeline's tasks; the exit task runs after it, as after any end (the page)
+    assert [line.split()[1] for line in result.stdout.splitlines() if line.startswith("> ")] == [
+        "ExampleGen", keys.HISTORY_TASK]
     statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-    assert statuses.pop("ExampleGen") == "failed" and set(statuses.values()) == {"not run"}
+    assert statuses.pop("ExampleGen") == "failed" and statuses.pop(keys.HISTORY_TASK) == "ran"
+    assert set(statuses.values()) == {"not run"}
+    bucket, name = posixpath.join(posixpath.dirname(summary["pipeline_root_on_cluster"]), keys.HISTORY_PAGE)[5:].split("/", 1)
+    page = taxi["server"].read(bucket, name).decode()  # beside the pipeline root, as for every run
+    assert "st-failed" in page and "no data file matches" in page
     assert summary["status"] == "failed" and "Traceback" not in result.stderr
     # a failed task publishes nothing: no artifact of the run indexed, no file under its outputs on the bucket
     # (a folder TensorFlow's makedirs marked with an empty "name/" object may stay, as on the cluster)
     index = json.loads((root / artifacts.INDEX_FILE).read_text())["artifacts"] if (root / artifacts.INDEX_FILE).exists() else []
-    assert not [record for record in index if record["run_id"] == summary["run_id"]]
+    assert not [record for record in index if record["run_id"] == summary["run_id"]
+                and record["task"] != keys.HISTORY_TASK]  # the exit task ran after it and left the page
     run_root = f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}"
-    outputs = objects(taxi["server"], f"{run_root}/ExampleGen")
+    outputs = _task_objects(taxi["server"], run_root, "ExampleGen")
     assert not [name for name in outputs if not name.endswith("/")], outputs
     # what the task recorded for `tfxd history` (components/cluster_task.py), beside the run's outputs
     record = _record(taxi["server"], run_root, "ExampleGen")
@@ -303,8 +319,8 @@ def test_sigterm_stops_the_replay_with_exit_143_and_removes_the_stopped_tasks_ou
     assert (summary_file.parent / "ExampleGen").is_dir() and not (summary_file.parent / "StatisticsGen").exists()
     # on the bucket: ExampleGen's outputs stay, the stopped task's are gone, its temporary files too
     run_root = f"{summary['pipeline_root_on_cluster']}/taxi-tips/{summary['run_id']}"
-    assert objects(server, f"{run_root}/ExampleGen")
-    assert not objects(server, f"{run_root}/StatisticsGen")
+    assert _task_objects(server, run_root, "ExampleGen")
+    assert not _task_objects(server, run_root, "StatisticsGen")
     assert not [name for name in objects(server, run_root) if ".tmp" in name or "tmp-" in name]
     assert not list(root.glob("**/*.tmp"))
     # the stopped task said so in its record before it ended; the one before it recorded its outputs
@@ -474,16 +490,17 @@ def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
                                     "steps": {"intValue": "7"}, "ratio": {"doubleValue": 0.5}}
     assert inputs["parameterValues"] == {"where": f"{project}/data/file.csv", "steps": 7, "ratio": 0.5}
     (output,) = make["input"]["outputs"]["artifacts"]["data"]["artifacts"]
+    folder = Path(output["uri"]).parent  # Vertex's `<task>_<task id>` (cluster_target.task_folder)
+    assert folder.parent == run_dir and re.fullmatch(r"make_[0-9]{19}", folder.name), output["uri"]
     assert output == {"name": f"tfxd-replay/tiny/{summary['run_id']}/make/data",
-                      "type": {"schemaTitle": "tfx.Examples"}, "uri": str(run_dir / "make" / "data"),
-                      "metadata": {}}
+                      "type": {"schemaTitle": "tfx.Examples"}, "uri": str(folder / "data"), "metadata": {}}
     assert make["input"]["outputs"]["outputFile"] == str(run_dir / "make" / "executor_output.json")
     assert make["input"]["outputs"]["parameters"] == {"note": {"outputFile": str(run_dir / "make" / "parameters" /
                                                                                  "note")}}
     # the Beam flags in memory, the image's project and the bucket mapped, the placeholders filled
     # the image's project and the bucket mapped, the placeholders filled; Beam flags only change for TFX
     assert make["argv"] == ["--runner=DirectRunner", "--direct_num_workers=0", f"--data={project}/data",
-                            f"--out={run_dir / 'make' / 'data'}", f"--param={project}/data/file.csv",
+                            f"--out={folder / 'data'}", f"--param={project}/data/file.csv",
                             f"--dest={root}/bucket/bucket-a/serving/x"]
     assert make["env"] == {"PYTHONPATH": make["env"]["PYTHONPATH"], "TF_USE_LEGACY_KERAS": "1", "cwd": project,
                            "python": sys.executable}
@@ -491,15 +508,16 @@ def test_tiny_pipeline_gets_what_the_launcher_gives(tiny, monkeypatch):
     # a consumer gets the producer's artifact as the producer's output metadata described it
     use = _seen(summary, "use")["input"]["inputs"]
     (data,) = use["artifacts"]["data"]["artifacts"]
-    assert data["uri"] == str(run_dir / "make" / "data")
-    assert data["metadata"] == {"made_by": "make", "score": 2.0}
+    assert data["uri"] == str(folder / "data")
+    assert data["metadata"] == {"made_by": folder.name, "score": 2.0}
     assert use["parameters"]["note"] == {"stringValue": "made-note"}  # taskOutputParameter
     assert use["parameters"]["where"] == {"stringValue": "chosen"}
     (imported,) = use["artifacts"]["imported"]["artifacts"]
     assert imported["uri"] == f"{project}/schema" and imported["type"] == {"schemaTitle": "tfx.Schema"}
     assert imported["metadata"] == {"origin": f"{root}/bucket/bucket-a/schemas"}
     # the resolver finds this run's model (score 2), newest first
-    assert _task(summary, "latest")["outputs"] == {"model": [str(run_dir / "use" / "data")]}
+    [found] = _task(summary, "latest")["outputs"]["model"]
+    assert found == _task(summary, "use")["outputs"]["data"][0] and found.startswith(f"{run_dir}/use_")
     assert (Path(summary["logs"]) / "make.log").is_file() and (Path(summary["logs"]) / "use.log").is_file()
 
 
@@ -598,6 +616,26 @@ def test_refusals(tiny, tmp_path):
     not_compiled.write_text("tfxd: 1\nname: x\n")
     with pytest.raises(ir.ReplayError, match="is not a compiled pipeline"):
         runner.replay(str(not_compiled), **kwargs)
+
+
+def test_the_exit_handlers_sub_dag_is_refused_where_the_engine_could_not_run_it(make_compiled, tmp_path):
+    """TFX's compiler nests the tasks in `tfx-dag` for the exit handler and declares the runtime parameters on
+    the root alone: a nested task could not read them (tfxd's compile hands them on). Such a file, and a
+    sub-DAG that is not an exit handler's, are refused before any task runs."""
+    job = json.loads(make_compiled("vertex").read_text())
+    spec = job["pipelineSpec"]
+    assert spec["components"]["tfx-dag"]["inputDefinitions"]["parameters"]["train_args"] == {"type": "STRING"}
+    del spec["root"]["dag"]["tasks"]["tfx-dag"]["inputs"]
+    kwargs = {"project_dir": str(tmp_path), "root": str(tmp_path / "root")}
+    (tmp_path / "raw.json").write_text(json.dumps(job))
+    with pytest.raises(ir.ReplayError, match="task Trainer: parameter eval_args takes its sub-DAG's input "
+                                             "'eval_args', which the sub-DAG does not declare or its task"):
+        runner.replay(str(tmp_path / "raw.json"), **kwargs)
+    del spec["root"]["dag"]["tasks"][keys.HISTORY_TASK]["triggerPolicy"]  # a task after a group, not an exit
+    (tmp_path / "group.json").write_text(json.dumps(job))
+    with pytest.raises(ir.ReplayError, match=f"task {keys.HISTORY_TASK}: sub-DAGs other than an exit handler's"):
+        runner.replay(str(tmp_path / "group.json"), **kwargs)
+    assert not list((tmp_path / "root").glob("*/logs/*.log"))  # nothing ran
 
 
 def test_resolver_filters_as_tfx_compiles_them(tmp_path):

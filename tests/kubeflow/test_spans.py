@@ -22,7 +22,9 @@ from tests.kubeflow.kfp_rules import backend_problems
 from tests.kubeflow.on_bucket import TFXD
 from tests.pipeline.run.test_retraining import add_day
 from tests.pipeline.run.test_run_taxi import tfxd
+from tfxd import keys
 from tfxd.kubeflow import schedules
+from tfxd.kubeflow.cluster_target import pipeline_tasks
 from tfxd.kubeflow.compile import compile_to
 from tfxd.kubeflow.replay.conditions import Condition, ConditionError, runtime_value
 from tfxd.kubeflow.vertex import submit_vertex
@@ -47,7 +49,7 @@ def compiled_spans(tmp_path):
 
 
 def _example_gen(pipeline_spec: dict) -> dict:
-    return pipeline_spec["root"]["dag"]["tasks"]["ExampleGen"]
+    return pipeline_tasks(pipeline_spec)["ExampleGen"]
 
 
 def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spans):
@@ -70,13 +72,13 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
     assert reader["spans"]["path"] == "/tfxd/project/data/{YYYY}-{MM}-{DD}/*.csv"  # inside the image
     assert reader["spans"]["choice"] == {"scheduled": -1, "unscheduled": "fail"}  # the default: never guessed
     assert reader["spans"]["pushed_to"] == "gs://demo-bucket/kfp/demo/serving"
-    validator = kubeflow["root"]["dag"]["tasks"]["ExampleValidator"]["inputs"]  # the drift gate reads the spans
+    validator = pipeline_tasks(kubeflow)["ExampleValidator"]["inputs"]  # the drift gate reads the spans
     assert validator["artifacts"]["examples"]["taskOutputArtifact"] == {"outputArtifactKey": "examples",
                                                                         "producerTask": "ExampleGen"}
-    trainer = kubeflow["root"]["dag"]["tasks"]["Trainer"]  # warm start: the newest pushed model, found by a task
+    trainer = pipeline_tasks(kubeflow)["Trainer"]  # warm start: the newest pushed model, found by a task
     assert trainer["inputs"]["artifacts"]["base_model"]["taskOutputArtifact"] == {
         "outputArtifactKey": "model", "producerTask": "warm_start_model_resolver"}
-    finder = kubeflow["root"]["dag"]["tasks"]["warm_start_model_resolver"]
+    finder = pipeline_tasks(kubeflow)["warm_start_model_resolver"]
     # no candidate (it runs before the Trainer), only ExampleGen's examples, which its condition reads
     assert list(finder["inputs"]["artifacts"]) == ["_ExampleGen.examples"]
     assert finder["cachingOptions"] == {"enableCache": False}  # it reads the bucket, which no cache key holds
@@ -84,7 +86,7 @@ def test_both_files_carry_the_span_parameter_and_the_scheduled_time(compiled_spa
         "gs://demo-bucket/kfp/demo/serving")
     # Vertex asks the same question in the same place: the pipeline's own push destination, not a resolver
     # query over the project's metadata store (which every pipeline of the same name shares)
-    vertex_dag = vertex["pipelineSpec"]["root"]["dag"]["tasks"]
+    vertex_dag = pipeline_tasks(vertex["pipelineSpec"])
     assert not [name for name, executor in vertex["pipelineSpec"]["deploymentSpec"]["executors"].items()
                 if "resolver" in executor]
     for name in ("warm_start_model_resolver", "latest_blessed_model_resolver"):
@@ -151,7 +153,7 @@ def test_every_task_after_example_gen_carries_the_no_new_data_condition_both_eng
     kubeflow = yaml.safe_load(Path(files["kubeflow"]).read_text())
     vertex = json.loads(Path(files["vertex"]).read_text())["pipelineSpec"]
     for pipeline_spec in (kubeflow, vertex):
-        tasks = pipeline_spec["root"]["dag"]["tasks"]
+        tasks = pipeline_tasks(pipeline_spec)
         assert "triggerPolicy" not in tasks["ExampleGen"]
         conditioned = {name for name, task in tasks.items() if task.get("triggerPolicy", {}).get("condition")}
         executors = pipeline_spec["deploymentSpec"]["executors"]
@@ -195,8 +197,8 @@ def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans
         schedules.apply(spec, "vertex", files["vertex"], credentials=credentials, endpoint=fake_vertex.url)
         [request] = fake_vertex.writes()
         job = request.body["createPipelineJobRequest"]["pipelineJob"]
-    tasks = job["pipelineSpec"]["root"]["dag"]["tasks"]
-    compiled = json.loads(Path(files["vertex"]).read_text())["pipelineSpec"]["root"]["dag"]["tasks"]
+    tasks = pipeline_tasks(job["pipelineSpec"])
+    compiled = pipeline_tasks(json.loads(Path(files["vertex"]).read_text())["pipelineSpec"])
     assert {name: task.get("cachingOptions") for name, task in tasks.items()} == {
         name: task.get("cachingOptions") for name, task in compiled.items()}  # what compile wrote, untouched
     # ExampleGen reads the data, the finders the push destination: no cache key holds either, and
@@ -253,7 +255,8 @@ def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path
         "no new data: the spans to read (2026-11-21) are the ones the latest blessed model")
     tasks = {task["name"]: task for task in summary["tasks"]}
     assert tasks["ExampleGen"]["status"] == "ran"  # it read nothing and said why, as it would on the cluster
-    assert {task["status"] for name, task in tasks.items() if name != "ExampleGen"} == {"skipped"}
+    assert tasks.pop("ExampleGen")["status"] == tasks.pop(keys.HISTORY_TASK)["status"] == "ran"  # the exit task too
+    assert {task["status"] for task in tasks.values()} == {"skipped"}
     assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
     assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
     assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
@@ -329,6 +332,9 @@ def _the_history_is_read_from_the_bucket(folder: Path, server) -> None:
     assert (scheduled["status"], scheduled["spans"]) == ("skipped", ["2026-11-21"])
     assert (first["status"], first["spans"], first["strategy"]) == ("ok", ["2026-11-21"], "default")
     assert server.objects(DEMO_BUCKET, "kfp/history") == ["kfp/history.html"]
+    # each run's exit task rewrote the page beside the pipeline root, the evaluation's threshold drawn
+    exit_page = server.read(DEMO_BUCKET, "kfp/demo/history.html").decode()
+    assert exit_page.count('class="st-ok"') == 2 and 'class="threshold"' in exit_page
     # the first run's records removed (a lifecycle rule): its pushed version still says what it was
     for name in server.objects(DEMO_BUCKET, "kfp/"):
         if f"/{first['run_id']}/tfxd-records/" in name:
@@ -372,7 +378,8 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
         _, summary = replay(tmp_path, vertex, replays, "--param", "span=2026-11-21")
         assert summary["format"] == "vertex" and summary["status"] == "skipped"
         statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-        assert statuses.pop("ExampleGen") == "ran" and set(statuses.values()) == {"skipped"}
+        assert statuses.pop("ExampleGen") == statuses.pop(keys.HISTORY_TASK) == "ran"
+        assert set(statuses.values()) == {"skipped"}
         _another_pipeline_finds_none_of_demos_models(tmp_path, replays, replay)
 
         _, summary = _the_latest_day_rides_out_a_flaky_cloud_storage(tmp_path, replays, replay, server.front)

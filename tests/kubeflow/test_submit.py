@@ -12,6 +12,7 @@ import yaml
 
 from tests.kubeflow.kfp_rules import same_pipeline_spec
 from tfxd.kubeflow.clients import RunFailed, compiled_hash, quiet, spec_hash
+from tfxd.kubeflow.cluster_target import pipeline_tasks
 from tfxd.kubeflow.kubeflow_pipelines import submit_kubeflow
 from tfxd.kubeflow.vertex import submit_vertex
 
@@ -58,7 +59,7 @@ def test_vertex_submit_sends_the_compiled_job_with_labels(fake_vertex, make_spec
     assert body["serviceAccount"] == "runner@demo-project.iam.gserviceaccount.com"
     assert body["runtimeConfig"]["gcsOutputDirectory"] == "gs://demo-bucket/pipelines/demo/pipeline"
     compiled = json.loads(path.read_text())
-    tasks = body["pipelineSpec"]["root"]["dag"]["tasks"]
+    tasks = pipeline_tasks(body["pipelineSpec"])
     # as compiled (no spans): every task cached but the one finding the baseline, which reads the bucket
     assert {name: task["cachingOptions"] for name, task in tasks.items()} == {
         name: {"enableCache": name != "latest_blessed_model_resolver"} for name in tasks}
@@ -160,7 +161,7 @@ def test_kubeflow_submit_creates_a_run_of_the_package(fake_kfp, make_spec, make_
     assert experiment.body["display_name"] == "demo"
     [request] = fake_kfp.calls("POST", "/runs")
     assert same_pipeline_spec(request.body["pipeline_spec"], yaml.safe_load(path.read_text()))
-    caching = request.body["pipeline_spec"]["root"]["dag"]["tasks"]["ExampleGen"]["cachingOptions"]
+    caching = pipeline_tasks(request.body["pipeline_spec"])["ExampleGen"]["cachingOptions"]
     assert not caching.get("enableCache")  # ExampleGen still never cached: kfp.Client left it as compiled
     assert request.body["experiment_id"] == next(iter(fake_kfp.experiments))
     assert request.body["display_name"].startswith("demo ")

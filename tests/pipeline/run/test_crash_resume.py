@@ -210,6 +210,13 @@ def test_sigkill_of_the_whole_run_during_the_trainer_then_the_same_command_resum
     assert "Trainer epoch 1/" not in result.stdout  # it went on from its last backed-up epoch
     after = _executions(crash_project)
     assert after["Trainer"] == ["CANCELED", "COMPLETE"] and after["Pusher"] == ["COMPLETE"]
+    # `tfxd history` reads the killed run, which left no summary, from ML Metadata
+    resumed, killed = json.loads(tfxd("history", "spec.yaml", "--json", cwd=crash_project).stdout)
+    assert resumed["status"] == "ok" and killed["status"] == "interrupted"
+    stopped, finished = killed["reason"].removesuffix(" had finished (ML Metadata)").split("; ")
+    assert stopped == "killed outright while Trainer ran" and set(finished.split(", ")) >= set(BEFORE_TRAINER)
+    assert killed["examples"] == resumed["examples"] and sum(killed["examples"].values()) > 0
+    assert killed["seconds"] > 0 and killed["metrics"] == {}
 
 
 def _pids_of(group: int) -> list[int]:
