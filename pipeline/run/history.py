@@ -71,7 +71,7 @@ def _killed(line: HistoryLine, root: str, pipeline: str, newer: str | None) -> H
         return line
 
     records = RunRecords(root, pipeline, _moment(line.run_id) or 0.0, _moment(newer) if newer else None)
-    executions = records.ended_by_state()
+    executions = records.executions()
     if not executions:
         return replace(line, reason="killed outright before any task began (ML Metadata)")
     finished = [node for node, state, _, _ in executions if state in ("COMPLETE", "CACHED")]

@@ -36,7 +36,7 @@ class RunRecords:
         created = execution.create_time_since_epoch
         return created >= self._since_ms and (self._until_ms is None or created < self._until_ms)
 
-    def ended_by_state(self) -> list[tuple[str, str, int, int]]:
+    def executions(self) -> list[tuple[str, str, int, int]]:
         """Each node's execution in this run as (node id, state, created, last updated: ms), oldest first."""
         prefix = f"{self._pipeline}."
         found = []
