@@ -48,10 +48,15 @@ def file_reader(path: str) -> Reader:
     """os for a local path, TFX's fileio (TensorFlow's file systems) for a bucket's: what reads records,
     reports and pushed versions from a local folder never loads TensorFlow."""
     if not is_uri(path):
-        return Reader(os.path.exists, os.path.isdir, os.listdir, open)
+        return Reader(os.path.exists, os.path.isdir, os.listdir, _open_local)
     from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow) only for a bucket
 
     return Reader(fileio.exists, fileio.isdir, fileio.listdir, fileio.open)
+
+
+def _open_local(path: str, mode: str = "r") -> Any:
+    """A local file, its text as UTF-8 (what tfxd writes) whatever the machine's locale."""
+    return open(path, mode, encoding=None if "b" in mode else "utf-8")  # noqa: SIM115 - the caller's `with`
 
 
 def write_atomic(path: str, content: str | bytes) -> str:

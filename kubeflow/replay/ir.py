@@ -203,7 +203,7 @@ def read_dag(spec: dict[str, Any]) -> Dag:
         return Dag(root, task_order(root))
     group = groups[0]
     exits = {name for name in root if name != group}
-    for name in sorted(exits | set(groups[1:])):
+    for name in sorted(exits):  # every other root task, another group too, must be an exit task
         task = root[name]
         if name in groups or group not in task.get("dependentTasks", []) or (
                 task.get("triggerPolicy", {}).get("strategy") != "ALL_UPSTREAM_TASKS_COMPLETED"):

@@ -98,7 +98,7 @@ class _Tasks:
 
     def executor(self, task_name: str, component: dict[str, Any]) -> dict[str, Any]:
         if "dag" in component:
-            raise ReplayError(f"task {task_name}: sub-DAGs (exit handlers, conditions, loops) are not replayed")
+            raise ReplayError(f"task {task_name}: a sub-DAG within a sub-DAG is not replayed")
         label = component.get("executorLabel")
         executor = self.spec.get("deploymentSpec", {}).get("executors", {}).get(label)
         if executor is None:

@@ -4,10 +4,9 @@ except to list or read a bucket a summary points to)."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from tfxd.files import is_uri, join
+from tfxd.files import file_reader, join
 from tfxd.pipeline.report.markup import escape, fmt, table, text
 
 STATS_FILE = "FeatureStats.pb"  # tfx.components.statistics_gen.executor.DEFAULT_FILE_NAME in TFX 1.16
@@ -48,25 +47,15 @@ def section(folder: Any, split_order: list[str]) -> str:
 
 
 def _list_dir(folder: str) -> list[str]:
-    if is_uri(folder):  # a bucket, only when a summary points there
-        from tfx.dsl.io import fileio  # start-up: TFX's file systems only for a bucket
-
-        return [n.rstrip("/") for n in fileio.listdir(folder)]
-    return os.listdir(folder)
+    return [name.rstrip("/") for name in file_reader(folder).listdir(folder)]  # a bucket's when a summary points there
 
 
 def _load_stats(path: str):
     """Parse the plain binary DatasetFeatureStatisticsList, as tfdv.load_stats_binary does."""
     from tensorflow_metadata.proto.v0 import statistics_pb2
 
-    if is_uri(path):
-        from tfx.dsl.io import fileio  # start-up: as above
-
-        with fileio.open(path, "rb") as handle:
-            data = handle.read()
-    else:
-        with open(path, "rb") as handle:
-            data = handle.read()
+    with file_reader(path).open(path, "rb") as handle:
+        data = handle.read()
     stats = statistics_pb2.DatasetFeatureStatisticsList()
     stats.ParseFromString(data)
     return stats

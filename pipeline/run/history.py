@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from tfxd import keys
-from tfxd.files import is_uri, join, local_state
+from tfxd.files import file_reader, join, local_state
 from tfxd.pipeline.report import history_page
 from tfxd.pipeline.run import cluster_history, lock
 from tfxd.pipeline.spec.loaded import LoadedSpec
@@ -121,21 +121,12 @@ def write_page(root: str, pipeline: str, thresholds: dict[str, dict[str, Any]],
 def _summaries(root: str) -> dict[str, Any]:
     """Every summary.json under ``root``'s runs/ (a bucket's too), by run id; an unreadable one as empty."""
     folder = join(root, "runs")
+    reader = file_reader(root)
     found: dict[str, Any] = {}
-    if is_uri(root):
-        from tfx.dsl.io import fileio  # start-up: TFX's file systems load only for a bucket root
-
-        names = [name.rstrip("/") for name in fileio.listdir(folder)] if fileio.exists(folder) else []
-        for name in names:
-            path = join(folder, name, "summary.json")
-            if fileio.exists(path):
-                with fileio.open(path, "r") as handle:
-                    found[name] = _json(handle.read())
-        return found
-    for name in os.listdir(folder) if os.path.isdir(folder) else []:
-        path = os.path.join(folder, name, "summary.json")
-        if os.path.isfile(path):
-            with open(path, encoding="utf-8") as handle:
+    for name in [name.rstrip("/") for name in reader.listdir(folder)] if reader.isdir(folder) else []:
+        path = join(folder, name, "summary.json")
+        if reader.exists(path):
+            with reader.open(path, "r") as handle:
                 found[name] = _json(handle.read())
     return found
 
