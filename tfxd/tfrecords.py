@@ -12,8 +12,7 @@ Reading (``gzipped_records``) is the other way round: a file's gzip members are 
 time and the frames in each block unframed at once, every length and record checked against its masked
 CRC-32C as TensorFlow's and Beam's readers check them. Beam's TFRecord source reads one record at a
 time through its compressed-file wrapper, a Python call chain per record, and hands each record on as an
-element of its own. Uncompressed files (``plain_records``: ExampleGen's TFRecord input may be either) are
-read the same way without the inflating.
+element of its own.
 """
 
 from __future__ import annotations
@@ -106,38 +105,23 @@ def gzipped_records(stream: BinaryIO) -> Iterator[list[bytes]]:
         raise DamagedRecordError(f"the file ends inside a gzip member or a record (at inflated byte {offset})")
 
 
-def plain_records(stream: BinaryIO) -> Iterator[list[bytes]]:
-    """The records of an uncompressed TFRecord file, a block's complete frames at a time, checked as
-    ``gzipped_records`` checks them; raises DamagedRecordError for a damaged or cut-off file."""
-    pending = b""  # the start of a frame the next block completes
-    offset = 0  # of ``pending`` in the file
-    while block := stream.read(READ_BYTES):
-        data = pending + block
-        records, used = unframed(data, offset, "byte")
-        if records:
-            yield records
-        pending, offset = data[used:], offset + used
-    if pending:
-        raise DamagedRecordError(f"the file ends inside a record (at byte {offset})")
-
-
-def unframed(data: bytes, offset: int = 0, unit: str = "inflated byte") -> tuple[list[bytes], int]:
+def unframed(data: bytes, offset: int = 0) -> tuple[list[bytes], int]:
     """The records of the complete frames at the start of ``data`` and the length they take; what is left
-    is the start of a frame not yet complete. ``offset``: where ``data`` starts in the file, and ``unit``
-    what it counts (a gzipped file's inflated bytes, or a plain file's), for errors."""
+    is the start of a frame not yet complete. ``offset``: where ``data`` starts in the inflated file, for
+    errors."""
     records: list[bytes] = []
     position, end = 0, len(data)
     while position + _HEADER.size <= end:
         length, length_crc = _HEADER.unpack_from(data, position)
         if _masked_crc(data[position:position + 8]) != length_crc:
-            raise DamagedRecordError(f"the length of the record at {unit} {offset + position} does not "
+            raise DamagedRecordError(f"the length of the record at inflated byte {offset + position} does not "
                                      "match its CRC")
         start = position + _HEADER.size
         if start + length + _FOOTER.size > end:
             break
         record = data[start:start + length]
         if _masked_crc(record) != _FOOTER.unpack_from(data, start + length)[0]:
-            raise DamagedRecordError(f"the record at {unit} {offset + position} does not match its CRC")
+            raise DamagedRecordError(f"the record at inflated byte {offset + position} does not match its CRC")
         records.append(record)
         position = start + length + _FOOTER.size
     return records, position

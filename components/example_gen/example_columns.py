@@ -1,6 +1,8 @@
-"""TFRecord files of tf.Example column-wise: a block of records at a time, unframed by tfxd.tfrecords and
-decoded by tfx_bsl's C++ decoder (the one TFX's own readers use) into list columns, then made what the
-row-wise reader (records.read_tfrecord) makes of each feature, in typed_columns' forms: one value a
+"""TFRecord files of tf.Example column-wise: a block of records at a time, read by tf.data and parsed by
+TensorFlow's parse_example with the features a sample showed, every byte accounted for
+(parsed_examples); a block it cannot account for is decoded by tfx_bsl's C++ decoder (the one TFX's own
+readers use), which learns its features for the blocks after it. Each feature, a list column, is then
+made what the row-wise reader (records.read_tfrecord) makes of it, in typed_columns' forms: one value a
 scalar, several a list, none (or no such feature) missing, bytes as UTF-8 text. No protobuf is parsed,
 and no value converted, in Python per record.
 
@@ -20,28 +22,31 @@ Whether a file is gzipped is told by its first two bytes, as the row-wise reader
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tfxd import tfrecords
-from tfxd.components.example_gen import input_files, typed_columns
+from tfxd.components.example_gen import input_files, parsed_examples, typed_columns
 from tfxd.components.example_gen.csv_columns import NotColumnar
+
+BLOCK_BYTES = 16 << 20  # records read at a time, about (their mean length measured on the first ones)
+PROBE_RECORDS = 256  # records whose mean length sizes the blocks
+MAX_BLOCK_RECORDS = 32_768
+SAMPLE_RECORDS = 1_000  # of the first block, decoded by tfx_bsl to learn the features parse_example reads
 
 
 def batches(path: str) -> Iterator[pa.RecordBatch]:
-    """The file's records as plain columns, a block's records at a time (up to 16 MB of them:
-    tfxd.tfrecords); NotColumnar where the row-wise reader must read the file (see the docstring)."""
+    """The file's records as plain columns, a block of records at a time; NotColumnar where the row-wise
+    reader must read the file (see the docstring)."""
     from tfx_bsl.coders import example_coder
 
     decoder = example_coder.ExamplesToRecordBatchDecoder()  # no schema: each feature's kind as it is found
+    parser = parsed_examples.Parser(lambda records: _decoded(decoder, records, path), SAMPLE_RECORDS)
     rows = 0
-    for block in _blocks(path):
-        try:
-            decoded = decoder.DecodeBatch(block)
-        except RuntimeError as exc:  # not a tf.Example, or a feature of two kinds
-            raise NotColumnar(f"{path}: {exc}") from None
+    for records in _blocks(path):
+        decoded = parser.records(records)
         rows += decoded.num_rows
         names = decoded.schema.names
         columns = [_values(name, column) for name, column in zip(names, decoded.columns, strict=True)]
@@ -50,13 +55,28 @@ def batches(path: str) -> Iterator[pa.RecordBatch]:
         raise NotColumnar(f"{path} has no records")  # the row-wise reader says so
 
 
-def _blocks(path: str) -> Iterator[list[bytes]]:
-    read = tfrecords.gzipped_records if input_files.starts_gzipped(path) else tfrecords.plain_records
-    with input_files.open_stored(path) as stream:
-        try:
-            yield from read(stream)
-        except tfrecords.DamagedRecordError as exc:
-            raise NotColumnar(f"{path}: {exc}") from None
+def _decoded(decoder: Any, records: Any, path: str) -> pa.RecordBatch:
+    """``records`` (a string tensor) by tfx_bsl's decoder; NotColumnar for a record that is not a
+    tf.Example or a feature of two kinds (the decoder refuses a block holding both)."""
+    try:
+        return decoder.DecodeBatch(records.numpy().tolist())
+    except RuntimeError as exc:
+        raise NotColumnar(f"{path}: {exc}") from None
+
+
+def _blocks(path: str) -> Iterator[Any]:
+    """The file's records, read and checked (each length and record against its CRC) by tf.data, as
+    string tensors of about BLOCK_BYTES of records each."""
+    import tensorflow as tf  # start-up: TensorFlow loads only when TFRecords are read
+
+    compression = "GZIP" if input_files.starts_gzipped(path) else ""
+    dataset = tf.data.TFRecordDataset(path, compression_type=compression, buffer_size=1 << 20)
+    try:
+        probe = [record.numpy() for record in dataset.take(PROBE_RECORDS)]
+        size = max(sum(map(len, probe)) // max(len(probe), 1), 1)
+        yield from dataset.batch(min(max(BLOCK_BYTES // size, PROBE_RECORDS), MAX_BLOCK_RECORDS))
+    except tf.errors.DataLossError as exc:
+        raise NotColumnar(f"{path}: {exc.message}") from None
 
 
 def _values(name: str, column: pa.Array) -> pa.Array:

@@ -87,26 +87,23 @@ def test_gzipped_records_take_every_gzip_member(tmp_path):
         assert list(tfrecords.gzipped_records(stream)) == []
 
 
-@pytest.mark.parametrize(("gzipped", "damage", "message"), [
-    (True, lambda frames: frames.__setitem__(len(tfrecords.framed(RECORDS[0])) + 12, frames[len(tfrecords.framed(RECORDS[0])) + 12] ^ 1),
+@pytest.mark.parametrize(("damage", "message"), [
+    (lambda frames: frames.__setitem__(len(tfrecords.framed(RECORDS[0])) + 12, frames[len(tfrecords.framed(RECORDS[0])) + 12] ^ 1),
      "record at inflated byte 16 does not match its CRC"),
-    (True, lambda frames: frames.__setitem__(16, frames[16] ^ 1), "length of the record at inflated byte 16 does not match"),
-    (True, lambda frames: frames.__delitem__(slice(len(frames) - 3, None)), "ends inside a gzip member or a record"),
-    (False, lambda frames: frames.__setitem__(16, frames[16] ^ 1), "length of the record at byte 16 does not match"),
-    (False, lambda frames: frames.__delitem__(slice(len(frames) - 3, None)), "ends inside a record"),
+    (lambda frames: frames.__setitem__(16, frames[16] ^ 1), "length of the record at inflated byte 16 does not match"),
+    (lambda frames: frames.__delitem__(slice(len(frames) - 3, None)), "ends inside a gzip member or a record"),
 ])
-def test_a_damaged_file_is_refused_as_tensorflow_refuses_it(tmp_path, gzipped, damage, message):
+def test_a_damaged_file_is_refused_as_tensorflow_refuses_it(tmp_path, damage, message):
     import tensorflow as tf
 
     frames = bytearray(tfrecords.frames(RECORDS))
     damage(frames)
     path = tmp_path / "damaged.tfrecord"
-    path.write_bytes(gzip.compress(bytes(frames)) if gzipped else bytes(frames))
+    path.write_bytes(gzip.compress(bytes(frames)))
     with pytest.raises(tf.errors.DataLossError):
-        _tensorflow_reads(path, "GZIP" if gzipped else "")
-    read = tfrecords.gzipped_records if gzipped else tfrecords.plain_records
+        _tensorflow_reads(path, "GZIP")
     with open(path, "rb") as stream, pytest.raises(tfrecords.DamagedRecordError, match=message):
-        list(read(stream))
+        list(tfrecords.gzipped_records(stream))
 
 
 def test_a_cut_off_gzip_member_is_refused(tmp_path):
@@ -114,14 +111,3 @@ def test_a_cut_off_gzip_member_is_refused(tmp_path):
     path.write_bytes(gzip.compress(bytes(tfrecords.frames(RECORDS)))[:-5])
     with open(path, "rb") as stream, pytest.raises(tfrecords.DamagedRecordError, match="ends inside a gzip member"):
         list(tfrecords.gzipped_records(stream))
-
-
-def test_plain_records_are_what_tensorflow_reads(tmp_path, monkeypatch):
-    path = tmp_path / "records.tfrecord"
-    many = [bytes([i % 251]) * (i % 700) for i in range(3000)]
-    path.write_bytes(bytes(tfrecords.frames(many)))
-    monkeypatch.setattr(tfrecords, "READ_BYTES", 97)  # frames cut at every place a block can end
-    with open(path, "rb") as stream:
-        read = [record for records in tfrecords.plain_records(stream) for record in records]
-    assert read == _tensorflow_reads(path, compression="") == many
-

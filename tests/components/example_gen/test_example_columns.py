@@ -17,7 +17,12 @@ from tests.components.example_gen.test_json_parquet_columns import (
     _taxi_rows,
 )
 from tfxd import tfrecords
-from tfxd.components.example_gen import column_sources, csv_columns
+from tfxd.components.example_gen import (
+    column_sources,
+    csv_columns,
+    example_columns,
+    parsed_examples,
+)
 
 
 def _feature(value):
@@ -66,11 +71,42 @@ def _tricky() -> list[dict]:
     ]
 
 
-@pytest.mark.parametrize("gzipped", [True, False])
-def test_the_taxi_rows_as_tfrecords_read_the_same(tmp_path, gzipped):
+def _tfx_bsl_examples(rows: list[dict]) -> list[bytes]:
+    """``rows`` encoded by tfx_bsl's encoder, as TFX's own ExampleGen writes them: a missing value a feature
+    with no values, ints as int64, other numbers as float32, texts as bytes."""
+    import pyarrow as pa
+    from tfx_bsl.coders.example_coder import RecordBatchToExamplesEncoder
+
+    columns = {}
+    for name in rows[0]:
+        values = [value if isinstance(value, list) or value is None else [value] for value in (row[name] for row in rows)]
+        kinds = {type(item) for items in values if items is not None for item in items}
+        kind = pa.binary() if str in kinds else pa.int64() if kinds == {int} else pa.float32()
+        columns[name] = pa.array([None if items is None else [item.encode() if isinstance(item, str) else item
+                                                              for item in items] for items in values], pa.list_(kind))
+    return list(RecordBatchToExamplesEncoder().encode(pa.RecordBatch.from_pydict(columns)))
+
+
+@pytest.mark.parametrize(("writer", "gzipped"), [("tensorflow", True), ("tfx_bsl", False)])
+def test_the_taxi_rows_as_tfrecords_read_the_same(tmp_path, monkeypatch, writer, gzipped):
+    """Whether a missing value is no feature (tf.train.Example written from a dict) or a feature with no
+    values (tfx_bsl's encoder, TFX's ExampleGen), every block after the first is parsed by TensorFlow with
+    the features the first block's sample showed, none decoded again."""
     rows = _taxi_rows()
-    path = _write(tmp_path / "d.tfrecord", [_example(row) for row in rows], gzipped)
+    refused = []
+    parse = parsed_examples.Parser.parse
+
+    def counted(self, records):
+        batch = parse(self, records)
+        refused.extend([len(records)] if batch is None else [])
+        return batch
+
+    monkeypatch.setattr(parsed_examples.Parser, "parse", counted)
+    monkeypatch.setattr(example_columns, "BLOCK_BYTES", 64 << 10)
+    records = [_example(row) for row in rows] if writer == "tensorflow" else _tfx_bsl_examples(rows)
+    path = _write(tmp_path / "d.tfrecord", records, gzipped)
     assert len(_same(path, "tfrecord")) == len(rows) == 10000
+    assert refused == []
     assert len(list(column_sources.SOURCES["tfrecord"].pieces((0, path, ""), 1000, 2))) == 1  # a file is a piece
 
 
@@ -84,8 +120,8 @@ def test_tricky_examples_give_the_same_kinds_and_bytes(tmp_path):
 
 def test_a_file_read_in_blocks_reads_the_same(tmp_path, monkeypatch):
     """Records span the blocks the file is read in; a feature missing from a whole block is still missing."""
-    monkeypatch.setattr(tfrecords, "READ_BYTES", 4096)
-    monkeypatch.setattr(tfrecords, "INFLATED_BYTES", 4096)
+    monkeypatch.setattr(example_columns, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(example_columns, "PROBE_RECORDS", 16)
     rows = [{"id": index, "late": index if index > 1500 else None, "word": f"w{index % 7}" * (index % 50)}
             for index in range(2000)]
     for gzipped in (True, False):
