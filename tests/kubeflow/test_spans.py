@@ -246,8 +246,9 @@ def _write_taxi_days(folder: Path, data: str = "data") -> None:
     (folder / "demo.yaml").write_text(text)
 
 
-def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path, replay) -> None:
-    """A scheduled run reads its day, here the day just trained on: nothing new, so green and skipped."""
+def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path, replay) -> dict:
+    """A scheduled run reads its day, here the day just trained on: nothing new, so green and skipped; its
+    summary."""
     again, summary = replay(folder, compiled, replays, "--schedule-time", "2026-11-22T03:00:00Z")
     assert summary["status"] == "skipped" and summary["examples"] == {
         "spans": ["2026-11-21"], "span_day": {"day": "2026-11-21", "why": "the scheduled time, 2026-11-22, -1 day"}}
@@ -260,6 +261,7 @@ def _the_schedule_time_gives_the_day(folder: Path, compiled: Path, replays: Path
     assert tasks["StatisticsGen"]["why"].startswith("its condition is false: (inputs.artifacts['examples']")
     assert tasks["Trainer"]["why"].startswith("omitted: it depends on ")  # as Argo omits a skipped task's consumers
     assert "the tasks after ExampleGen were skipped by their condition, and the run succeeds" in again.stdout
+    return summary
 
 
 @pytest.mark.xdist_group("tests/kubeflow/test_spans.py: by hand")  # shares nothing with the replays above
@@ -326,10 +328,9 @@ def _the_history_is_read_from_the_bucket(folder: Path, server) -> None:
     done = server.run(TFXD, "history", "demo.yaml", "--target", "kubeflow", "--set", "targets.kubeflow.root=gs://demo-bucket/kfp",
                       "--json", "--html", "gs://demo-bucket/kfp/history.html", cwd=folder)
     assert done.returncode == 0, done.stderr
-    latest, scheduled, first = json.loads(done.stdout)
+    latest, first = json.loads(done.stdout)
     assert (latest["status"], latest["spans"], latest["blessed"]) == ("ok", ["2026-11-22"], True)
     assert latest["pushed"].startswith(f"gs://{DEMO_BUCKET}/kfp/demo/serving/") and latest["metrics"]
-    assert (scheduled["status"], scheduled["spans"]) == ("skipped", ["2026-11-21"])
     assert (first["status"], first["spans"], first["strategy"]) == ("ok", ["2026-11-21"], "default")
     assert server.objects(DEMO_BUCKET, "kfp/history") == ["kfp/history.html"]
     # each run's exit task rewrote the page beside the pipeline root, the evaluation's threshold drawn
@@ -347,15 +348,17 @@ def _the_history_is_read_from_the_bucket(folder: Path, server) -> None:
     assert (left["spans"], left["strategy"], left["metrics"], left["blessed"]) == (
         ["2026-11-21"], "default", first["metrics"], True)
     vertex = server.run(TFXD, "history", "demo.yaml", "--target", "vertex", "--json", cwd=folder)
-    assert [line["status"] for line in json.loads(vertex.stdout)] == ["skipped"]  # demo's own Vertex replay
+    [scheduled] = json.loads(vertex.stdout)  # demo's own Vertex replay, by its schedule
+    assert (scheduled["status"], scheduled["spans"]) == ("skipped", ["2026-11-21"])
 
 
 def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_path, tmp_path_factory):
     """On the bucket (tests/buckets/, the replays in its namespace): the days, the pipeline roots and the push
     destination are gs://demo-bucket/..., so ExampleGen lists the spans, the finder tasks read the pushed models
     and the drift gate the previous span's statistics there, as on the cluster. A given day, the same day
-    again (no new data: green, skipped), the scheduled day, a window of days (another pipeline), and the
-    latest day warm-started and judged for drift against the previous span, through a flaky Cloud Storage."""
+    again as the Vertex file's scheduled day (no new data: green, skipped), a window of days (another
+    pipeline), and the latest day warm-started and judged for drift against the previous span, through a
+    flaky Cloud Storage."""
     _write_taxi_days(tmp_path, data=f"gs://{DEMO_BUCKET}/data")
     replays = tmp_path / "tfxd-runs" / "demo" / "replay"
     compiled = _compile(tmp_path, "kubeflow", tmp_path / "demo.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp")
@@ -371,15 +374,10 @@ def test_replay_reads_the_day_given_and_the_same_day_again_trains_nothing(tmp_pa
         assert summary["pushed_destination"].startswith(f"gs://{DEMO_BUCKET}/kfp/demo/serving/")
         assert summary["warm_start"]["reason"] == "no blessed model yet"  # training.warm_start, nothing pushed yet
         assert summary["drift"]["span"] == "2026-11-21" and summary["skew"]["columns"]["fare"]["threshold"] == 0.9
-        _the_schedule_time_gives_the_day(tmp_path, compiled, replays, replay)
-
-        # the Vertex file, pushing where the Kubeflow file pushed: the same day is no new data there too
+        # the Vertex file, pushing where the Kubeflow file pushed, run by its schedule: the day the schedule
+        # gives is the day just trained on, no new data there too
         vertex = _compile(tmp_path, "vertex", tmp_path / "demo.json", "push.to=gs://demo-bucket/kfp/demo/serving")
-        _, summary = replay(tmp_path, vertex, replays, "--param", "span=2026-11-21")
-        assert summary["format"] == "vertex" and summary["status"] == "skipped"
-        statuses = {task["name"]: task["status"] for task in summary["tasks"]}
-        assert statuses.pop("ExampleGen") == statuses.pop(keys.HISTORY_TASK) == "ran"
-        assert set(statuses.values()) == {"skipped"}
+        assert _the_schedule_time_gives_the_day(tmp_path, vertex, replays, replay)["format"] == "vertex"
         _another_pipeline_finds_none_of_demos_models(tmp_path, replays, replay)
 
         _, summary = _the_latest_day_rides_out_a_flaky_cloud_storage(tmp_path, replays, replay, server.front)
