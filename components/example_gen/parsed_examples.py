@@ -1,5 +1,5 @@
-"""Blocks of serialized tf.Examples parsed by TensorFlow's fast parser, every byte of every record
-accounted for, else None (and the caller decodes the block another way).
+"""Blocks of serialized tf.Examples parsed by TensorFlow's fast parser where every byte of every record is
+accounted for, else decoded by tfx_bsl's decoder.
 
 tfx_bsl's schema-less decoder (the one TFX's readers use) parses each record in C++ but holds Python's
 lock while it does: two ExampleGen workers (threads) took turns, and it was most of a TFRecord input's
@@ -8,8 +8,8 @@ only the features it is told of, each of the kind it is told: it skips any other
 
 So a ``Parser`` learns the features from a sample decoded by tfx_bsl, parses each block with them, and
 then checks each record's length against the length its parsed features take in tf.Example's
-encoding (``_encoded_lengths``: the packed encoding TensorFlow and tfx_bsl write, feature entries in any
-order). A record that holds more (a feature not learnt, a feature present with no values where others
+encoding (``_entries`` and ``_message``: the packed encoding TensorFlow and tfx_bsl write, feature entries
+in any order). A record that holds more (a feature not learnt, a feature present with no values where others
 are not) or is encoded otherwise does not match: those records alone are decoded by tfx_bsl to learn
 what they hold (a feature the sample never gave a kind) and the block parsed again, and a block still
 not accounted for is decoded whole by tfx_bsl.
