@@ -11,7 +11,9 @@ pipeline, the outputs written; not the imports). The sides alternate, >= 3 round
 is timed beside them, and once more with AUC at TFMA's default thresholds (10,000) instead of Keras' 200:
 what the spec's own figures cost, and what the thresholds moved.
 
-Target (issue 19): tfxd's Evaluator at TFX's cost or below on the same figures (ratio <= 1.0).
+Target (issue 65): tfxd's Evaluator at half TFX's cost or below on the same figures (ratio <= 0.5; issue 19's
+was 1.0). tfxd's executor mends Beam itself (tfxd.direct_runner.BeamMendedExecutor), so the worker times
+what a run or a cluster's task runs.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import e2e_taxi  # noqa: E402
 
 NAME = "evaluator"
 ROUNDS = 3
-TARGET = 1.0
+TARGET = 0.5
 TIMEOUT_S = 600
 # side -> (whose pipeline and executor, what it is asked for: the recorded EvalConfig unless said)
 SIDES = {

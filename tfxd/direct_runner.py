@@ -1,8 +1,9 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
-and what a run does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered, state_cache_off: patches of tfxd.patches); how many workers its arguments give
-(parallel_workers).
+and what tfxd does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
+signatures_remembered, state_cache_off: patches of tfxd.patches), for a whole local run (beam_mended) and
+for each of tfxd's Beam executors wherever it runs (BeamMendedExecutor); how many workers its arguments
+give (parallel_workers).
 
 Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 - TFX builds and stages an sdist of itself for Beam unless one of its dependency flags is set
@@ -134,3 +135,24 @@ def state_cache_off(args: list[Any]) -> Iterator[None]:
         return
     with patches.applied("beam.state_cache_off", 0):
         yield
+
+
+@contextlib.contextmanager
+def beam_mended(args: list[Any]) -> Iterator[None]:
+    """Beam's cost per transform and per stage mended in the block, for pipelines made with ``args``:
+    signatures read once, option views made once, no state cache in memory."""
+    with signatures_remembered(), option_views_remembered(), state_cache_off(args):
+        yield
+
+
+class BeamMendedExecutor:
+    """A TFX Beam executor mixin (first in the bases): Beam mended (beam_mended, with the executor's own
+    Beam arguments) while the executor runs. A local run mends Beam for all of its components already; a
+    Kubeflow or Vertex task runs TFX's own entrypoint, which does not, and neither does anything else that
+    calls an executor's Do."""
+
+    _beam_pipeline_args: list[Any]  # tfx's BaseBeamExecutor sets them
+
+    def Do(self, input_dict: Any, output_dict: Any, exec_properties: Any) -> Any:  # noqa: N802 - TFX's name
+        with beam_mended(self._beam_pipeline_args):
+            return super().Do(input_dict, output_dict, exec_properties)  # type: ignore[misc]

@@ -22,6 +22,7 @@ from tfx.utils import path_utils
 
 from tfxd import files, keys
 from tfxd.components.evaluator.slices import metrics_per_slice
+from tfxd.direct_runner import BeamMendedExecutor
 
 BASELINE = standard_component_specs.BASELINE_MODEL_KEY
 
@@ -31,7 +32,7 @@ def has_model(model_uri: str) -> bool:
     return fileio.exists(os.path.join(path_utils.serving_model_dir(model_uri), "saved_model.pb"))
 
 
-class Executor(files.PipelineTempRemovedExecutor, tfx_evaluator.Executor):
+class Executor(BeamMendedExecutor, files.PipelineTempRemovedExecutor, tfx_evaluator.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         files.empty_outputs(output_dict)  # a retry in place meets the first attempt's shards
         baselines = input_dict.get(BASELINE) or []

@@ -162,7 +162,7 @@ def _InputToExamples(pipeline: beam.Pipeline, exec_properties: dict[str, Any], s
     return examples | "DropSplit" >> beam.Values()
 
 
-class Executor(PipelineTempRemovedExecutor, BaseExampleGenExecutor):
+class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, BaseExampleGenExecutor):
     """Reads csv, parquet, tfrecord, jsonl (and BigQuery) into tf.Examples, split deterministically."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:  # noqa: N802 - TFX's name

@@ -10,9 +10,10 @@ from __future__ import annotations
 from tfx.components.statistics_gen import executor as tfx_statistics_gen
 
 from tfxd import example_files, files
+from tfxd.direct_runner import BeamMendedExecutor
 
 
-class Executor(files.PipelineTempRemovedExecutor, tfx_statistics_gen.Executor):
+class Executor(BeamMendedExecutor, files.PipelineTempRemovedExecutor, tfx_statistics_gen.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         files.empty_outputs(output_dict)  # a retry in place meets the first attempt's files
         with example_files.batched_reads():

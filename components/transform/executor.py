@@ -13,6 +13,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from tfxd import example_files, files, keys, patches
 from tfxd.components.transform import feature_info, transformed_files
+from tfxd.direct_runner import BeamMendedExecutor
 
 
 @contextlib.contextmanager
@@ -95,7 +96,7 @@ def _carry_properties(input_dict, output_dict) -> None:
                 target.set_string_custom_property(key, value)
 
 
-class Executor(files.PipelineTempRemovedExecutor, tfx_transform.Executor):
+class Executor(BeamMendedExecutor, files.PipelineTempRemovedExecutor, tfx_transform.Executor):
     def Do(self, input_dict, output_dict, exec_properties) -> None:  # noqa: N802 - TFX's name
         import tensorflow_transform as tft
 

@@ -169,8 +169,7 @@ def libraries_mended(tfx: Any, orchestrator: str) -> Iterator[None]:
     """What a run mends in TFX and Beam while its pipeline ``tfx`` runs on ``orchestrator``, and puts back
     after (tfxd.patches): Beam's cost per transform and per stage in this process's pipelines, the command
     line TFX's executors read, the orchestrator's own pipeline."""
-    with (direct_runner.signatures_remembered(), direct_runner.option_views_remembered(),
-          direct_runner.state_cache_off(tfx.beam_pipeline_args), _command_line_for_tfx(),
+    with (direct_runner.beam_mended(tfx.beam_pipeline_args), _command_line_for_tfx(),
           _orchestrator_pinned(orchestrator)):
         yield
 

@@ -1,7 +1,8 @@
 """What a run does to Beam: function signatures read once (signatures_remembered), with what Beam reads from
 them unchanged (apache_beam/transforms/userstate.py get_dofn_specs and runners/common.py MethodWrapper are the
 readers compared here); views of a pipeline's options made once (option_views_remembered), reading and writing
-the options as Beam's own views do (apache_beam/options/pipeline_options.py, PipelineOptions.view_as)."""
+the options as Beam's own views do (apache_beam/options/pipeline_options.py, PipelineOptions.view_as); each
+of tfxd's Beam executors runs with them, wherever it runs (BeamMendedExecutor)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
 from tfxd.direct_runner import (
+    BeamMendedExecutor,
     direct_args,
     option_views_remembered,
     parallel_workers,
@@ -158,3 +160,43 @@ def test_parallel_workers_are_the_direct_runners_own(args, processes):
     import os
 
     assert parallel_workers(args) == (processes or os.cpu_count())
+
+
+class _Recorded:
+    """Stands for TFX's executor under the mixin: what Beam's mended attributes were while its Do ran."""
+
+    def __init__(self, args: list[str]) -> None:
+        self._beam_pipeline_args = args
+
+    def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
+        from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+        self.seen = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
+        return "done"
+
+
+class _Mended(BeamMendedExecutor, _Recorded):
+    pass
+
+
+@pytest.mark.parametrize(("mode", "cache_off"), [("in_memory", True), ("multi_processing", False)])
+def test_an_executor_runs_with_beam_mended_and_puts_it_back(mode, cache_off):
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    before = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
+    executor = _Mended(direct_args(mode, 1))
+    assert executor.Do({}, {}, {}) == "done"
+    signatures, views, cache = executor.seen
+    assert signatures is not before[0] and views is not before[1]
+    assert (cache == 0) is cache_off and before[2] > 0
+    assert (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB) == before
+
+
+@pytest.mark.parametrize("module", ["example_gen", "statistics_gen", "transform", "evaluator"])
+def test_each_of_tfxds_beam_executors_mends_beam_before_tfxs_executor_runs(module):
+    import importlib
+
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+
+    order = importlib.import_module(f"tfxd.components.{module}.executor").Executor.__mro__
+    assert order.index(BeamMendedExecutor) < order.index(BaseBeamExecutor)
