@@ -1,6 +1,6 @@
 """Input examples read a file at a time and decoded a batch at a time (tfxd.tfrecords), in place of TFX's
-read through TFXIO's Beam source: for Transform and StatisticsGen, TFX's two components that read every
-example (batched_reads, around their executors' Do).
+read through TFXIO's Beam source: for Transform, StatisticsGen and the Evaluator, TFX's components that
+read every example (batched_reads, around their executors' Do).
 
 TFX reads examples through tfx_bsl's TFExampleRecord.BeamSource: Beam's TFRecord source yields one record
 at a time, tfx_bsl counts each for its telemetry, Beam's BatchElements gathers them into lists of at most

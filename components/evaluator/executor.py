@@ -4,7 +4,8 @@ A resolver hands the Evaluator no baseline when there is none; a task that finds
 open-source Kubeflow backend runs tasks, not resolvers: components/baseline) always hands over a model
 artifact, empty when there is none. Given an empty one, TFX's Evaluator would try to load a model from
 it; this executor leaves it out, so the first model is judged by its absolute thresholds alone, as it
-is locally and on Vertex. The evaluation artifact carries its overall slice's metrics
+is locally and on Vertex. Its examples are read a gzipped file at a time (tfxd.example_files), as
+Transform's and StatisticsGen's are. The evaluation artifact carries its overall slice's metrics
 (keys.METRICS_PROPERTY), which a run's record on a cluster hands to `tfxd history`; so does the blessing,
 which hands them to Pusher, which writes them beside the pushed model.
 """
@@ -20,7 +21,7 @@ from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import path_utils
 
-from tfxd import files, keys
+from tfxd import example_files, files, keys
 from tfxd.components.evaluator.slices import metrics_per_slice
 from tfxd.direct_runner import BeamMendedExecutor
 
@@ -40,7 +41,8 @@ class Executor(BeamMendedExecutor, files.PipelineTempRemovedExecutor, tfx_evalua
             logging.info("tfxd evaluator: the baseline %s holds no model; evaluating without one",
                          [model.uri for model in baselines])
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
-        super().Do(input_dict, output_dict, exec_properties)
+        with example_files.batched_reads():
+            super().Do(input_dict, output_dict, exec_properties)
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         overall: dict[str, float] = next(
             (s["metrics"] for s in metrics_per_slice(evaluation.uri) if s["slice"] == keys.OVERALL_SLICE), {})
