@@ -96,8 +96,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch("tfx_bsl.batched_reads", "tfx-bsl", "1.16.1",
           ("tfx_bsl.tfxio.tf_example_record:TFExampleRecord.BeamSource",),
           "Transform, StatisticsGen and the Evaluator read every example one record at a time through Beam's "
-          "TFRecord source and BatchElements, a Beam element and a Python call chain per record before tfx_bsl decodes them a "
-          "list at a time; tfxd/example_files.py hands the decoder the same lists read a file at a time."),
+          "TFRecord source and BatchElements, a Beam element and a Python call chain per record before tfx_bsl "
+          "decodes them a list at a time; tfxd/example_files.py hands the decoder the same lists read a file "
+          "at a time."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "

@@ -189,7 +189,8 @@ def test_an_executor_runs_with_beam_mended_and_puts_it_back(mode, cache_off):
     signatures, views, cache = executor.seen
     assert signatures is not before[0] and views is not before[1]
     assert (cache == 0) is cache_off and before[2] > 0
-    assert (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB) == before
+    after = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
+    assert after == before
 
 
 @pytest.mark.parametrize("module", ["example_gen", "statistics_gen", "transform", "evaluator"])
