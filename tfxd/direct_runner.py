@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from tfxd import patches
+from tfxd import heap, patches
 from tfxd.beam_engines import runner_named
 
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
@@ -147,12 +147,13 @@ def beam_mended(args: list[Any]) -> Iterator[None]:
 
 class BeamMendedExecutor:
     """A TFX Beam executor mixin (first in the bases): Beam mended (beam_mended, with the executor's own
-    Beam arguments) while the executor runs. A local run mends Beam for all of its components already; a
+    Beam arguments) while the executor runs, and the process's imports settled (tfxd.heap). A local run mends Beam for all of its components already; a
     Kubeflow or Vertex task runs TFX's own entrypoint, which does not, and neither does anything else that
     calls an executor's Do."""
 
     _beam_pipeline_args: list[Any]  # tfx's BaseBeamExecutor sets them
 
     def Do(self, input_dict: Any, output_dict: Any, exec_properties: Any) -> Any:  # noqa: N802 - TFX's name
+        heap.settle()  # what the task imported, kept out of full collections (tfxd.heap)
         with beam_mended(self._beam_pipeline_args):
             return super().Do(input_dict, output_dict, exec_properties)  # type: ignore[misc]

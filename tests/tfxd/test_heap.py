@@ -1,0 +1,103 @@
+"""tfxd.heap: what a process imported is kept out of the collector's full collections (gc.freeze), once a
+process; no collection runs while a verb imports. Each case runs in a process of its own, since a freeze
+lasts as long as its process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import BASE_SPEC, write_spec
+from tfxd import heap
+
+
+def _run(code: str) -> dict:
+    result = subprocess.run([sys.executable, "-c", f"import gc, json, sys\nfrom tfxd import heap\n{code}"],
+                            capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def test_settle_freezes_what_the_process_holds_once():
+    seen = _run("""
+before = gc.get_freeze_count()
+heap.settle()
+first = gc.get_freeze_count()
+later = [[object()] for _ in range(10_000)]  # objects made after the freeze
+heap.settle()
+print(json.dumps({"before": before, "first": first, "again": gc.get_freeze_count()}))
+""")
+    assert seen["before"] == 0
+    assert seen["first"] > 1_000
+    assert seen["again"] == seen["first"]  # the second call froze nothing: a run's later garbage stays collectable
+
+
+def test_no_collection_runs_while_importing_and_the_imports_are_settled_after():
+    seen = _run("""
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+with heap.imports_uncollected():
+    enabled_inside = gc.isenabled()
+    import numpy  # noqa: F401
+    kept = [[index] for index in range(100_000)]  # as a module's tables: enough for several collections
+    during = list(collections)
+print(json.dumps({"inside": enabled_inside, "during": during, "after": gc.isenabled(),
+                  "frozen": gc.get_freeze_count()}))
+""")
+    assert seen["inside"] is False and seen["during"] == []
+    assert seen["after"] is True
+    assert seen["frozen"] > 100_000
+
+
+def test_a_collector_turned_off_stays_off_and_a_failed_import_still_settles():
+    seen = _run("""
+gc.disable()
+try:
+    with heap.imports_uncollected():
+        import a_module_that_is_not_there  # noqa: F401
+except ImportError:
+    pass
+print(json.dumps({"enabled": gc.isenabled(), "frozen": gc.get_freeze_count()}))
+""")
+    assert seen == {"enabled": False, "frozen": seen["frozen"]} and seen["frozen"] > 1_000
+
+
+def test_a_run_of_the_command_line_settles_its_imports_before_the_first_component(monkeypatch):
+    """`tfxd run` imports TFX, TensorFlow and Beam under imports_uncollected (cli/local.py); an executor's
+    Do settles too (a Kubeflow task: TFX's entrypoint calls it), which a local run has done already."""
+    from tfxd.direct_runner import BeamMendedExecutor
+
+    calls = []
+    monkeypatch.setattr(heap, "settle", lambda: calls.append("settled"))
+
+    class _Executor:
+        _beam_pipeline_args: list = []
+
+        def Do(self, *args):  # noqa: N802 - TFX's name
+            return list(calls)
+
+    class _Mended(BeamMendedExecutor, _Executor):
+        pass
+
+    assert _Mended().Do({}, {}, {}) == ["settled"]
+
+
+def test_tfxd_run_has_settled_its_imports_when_the_run_begins(project):
+    """The run itself stands in for local_run (the real imports around it are the command line's own): by
+    the time it is called the imported objects are frozen and the collector is back on."""
+    spec = write_spec(project, BASE_SPEC)
+    seen = _run(f"""
+import types
+stand_in = types.ModuleType("tfxd.pipeline.run.local_run")
+def run(loaded, to, verbose):
+    print(json.dumps({{"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "name": loaded.spec.name}}))
+    sys.exit(0)
+stand_in.run = run
+import tfxd.pipeline.run
+sys.modules[stand_in.__name__] = tfxd.pipeline.run.local_run = stand_in
+from tfxd.cli.main import main
+sys.argv = ["tfxd", "run", {str(spec)!r}]
+main()
+""")
+    assert seen["name"] == "demo" and seen["enabled"] is True
+    assert seen["frozen"] > 10_000  # what the process held then: the command line's modules and the verb's
