@@ -17,10 +17,10 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import console, keys, pushed, stops, training_report
+from tfxd import console, heap, keys, pushed, stops, training_report
 from tfxd.trainer_config import TrainerCustomConfig
 from tfxd.trainer_module import callbacks as callback_builder
-from tfxd.trainer_module import data, export, models, planner, strategy, warm_start
+from tfxd.trainer_module import data, export, models, planner, strategy, traced_once, warm_start
 from tfxd.trainer_module.planner import MULTI_WORKER, Strategy
 
 
@@ -56,6 +56,7 @@ def schedule(training: dict[str, Any], train_examples: int | None, global_batch:
 def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.PlanRecord:
     """Train as the plan says; what was trained (the report the chief also writes beside the model), or,
     for a task that only serves a ParameterServer cluster, its plan."""
+    heap.settle()  # what the Trainer's process imported, kept out of full collections (tfxd.heap)
     config = TrainerCustomConfig.from_json(fn_args.custom_config)
     spec = _with_run_args(config.spec, fn_args)
     plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
@@ -168,7 +169,8 @@ def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: d
                                        batch_level=plan.strategy is not Strategy.PARAMETER_SERVER)
     # a signal stops a single worker when its current call of the compiled step ends (at most
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)
-    with stops.deferring() if single_worker else contextlib.nullcontext():
+    with stops.deferring() if single_worker else contextlib.nullcontext(), traced_once.steps_traced_once(
+            model, plan.strategy):
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                             validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
     return history, callbacks
