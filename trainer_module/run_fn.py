@@ -170,7 +170,7 @@ def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: d
     # a signal stops a single worker when its current call of the compiled step ends (at most
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext(), traced_once.steps_traced_once(
-            model, plan.strategy):
+            model, plan.strategy, train):
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
                             validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
     return history, callbacks

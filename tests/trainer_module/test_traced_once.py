@@ -1,7 +1,8 @@
 """trainer_module.traced_once: with several steps per call, Keras's train and test steps are traced once a
-fit, not twice (AutoGraph's scratch staging of the step loop, tf_keras training.py make_train_function /
-make_test_function and autograph control_flow.py _try_handling_undefineds), and the model trains to the
-same weights."""
+fit, not four times and twice (AutoGraph's scratch staging of the step loop: tf_keras training.py
+make_train_function / make_test_function, autograph control_flow.py _try_handling_undefineds; and the
+train function traced again after a first trace that made variables: polymorphic_function.py _call), and
+the model trains to the same weights."""
 
 from __future__ import annotations
 
@@ -50,24 +51,38 @@ def _data() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(16)
 
 
-def _fit(model: _Counting, strategy: Strategy) -> tf.keras.callbacks.History:
-    with steps_traced_once(model, strategy):
-        return model.fit(_data(), epochs=3, steps_per_epoch=8, validation_data=_data(), validation_steps=4,
-                         verbose=0)
+def _fit(model: _Counting, strategy: Strategy, data: tf.data.Dataset | None = None) -> tf.keras.callbacks.History:
+    data = data or _data()
+    with steps_traced_once(model, strategy, data):
+        return model.fit(data, epochs=3, steps_per_epoch=8, validation_data=data, validation_steps=4, verbose=0)
 
 
-def test_keras_traces_each_step_twice_and_once_mended_to_the_same_weights():
+def test_keras_traces_the_train_step_four_times_and_the_test_step_twice_mended_once_to_the_same_weights():
     keras_own, mended = _model(), _model()
     own_history = _fit(keras_own, Strategy.MIRRORED)  # not mended there: Keras's own fit
     mended_history = _fit(mended, Strategy.DEFAULT)
-    # Keras traces its train function twice, since its first trace creates variables (the optimizer's
-    # slots, the metrics'; polymorphic_function.py _call), and each trace stages the step twice: the mend
-    # halves both
+    # Keras traces its train function twice, since its first trace makes variables (the optimizer's slots,
+    # the metrics'), and each trace stages the step twice
     assert keras_own.traces == {"train_step": 4, "test_step": 2}
-    assert mended.traces == {"train_step": 2, "test_step": 1}
+    assert mended.traces == {"train_step": 1, "test_step": 1}
+    def slots(model):  # the optimizer's variables' shapes (their names hold the layers', which differ)
+        return sorted(tuple(v.shape) for v in model.optimizer.variables)
+
+    assert slots(keras_own) == slots(mended) and len(slots(mended)) == 9  # iteration, m and v of 4 weights
+    assert [m.name for m in keras_own.metrics] == [m.name for m in mended.metrics] == ["loss", "binary_accuracy"]
     for own, once in zip(keras_own.get_weights(), mended.get_weights(), strict=True):
         np.testing.assert_array_equal(own, once)
     assert own_history.history == mended_history.history
+
+
+def test_with_a_feature_that_is_not_dense_keras_makes_the_variables_and_the_step_is_still_staged_once():
+    ragged = _data().map(lambda x, y: ({"x": tf.RaggedTensor.from_tensor(x)}, y))
+    inputs = tf.keras.Input(shape=(None,), ragged=True, name="x")
+    model = _Counting(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(inputs.to_tensor(shape=[None, 3])))
+    model.traces = Counter()
+    model.compile(optimizer="adam", loss="binary_crossentropy", steps_per_execution=4)
+    _fit(model, Strategy.DEFAULT, ragged)
+    assert model.traces == {"train_step": 2, "test_step": 1}  # made by Keras's first trace, traced again
 
 
 def test_after_the_fit_the_model_has_its_own_steps_and_saves_none_of_the_mends(tmp_path):
@@ -86,7 +101,7 @@ def test_after_the_fit_the_model_has_its_own_steps_and_saves_none_of_the_mends(t
 
 def test_the_steps_are_the_models_own_again_when_the_fit_fails():
     model = _model()
-    with pytest.raises(ValueError, match="stopped"), steps_traced_once(model, Strategy.DEFAULT):
+    with pytest.raises(ValueError, match="stopped"), steps_traced_once(model, Strategy.DEFAULT, _data()):
         assert isinstance(vars(model)["train_step"], tf.types.experimental.GenericFunction)
         raise ValueError("stopped")
     assert "train_step" not in vars(model) and "test_step" not in vars(model)
