@@ -1,11 +1,12 @@
 """Every attribute of a library that tfxd replaces, in one table: what it replaces, in which library and
 version it was written against, and what goes wrong without it.
 
-tfxd mends a few things in TFX, tf.Transform, Beam, TensorFlow and aiplatform, most of them private
-(a Transform's analysis, a run's pipelines, AutoGraph's rules, aiplatform's process-wide settings). A
-mend is made only through this table (``applied`` for a block, ``assigned`` for good), so none exists
-outside it, and tests/tfxd/test_patches.py fails when an installed library's version differs from the
-one a patch names: an upgrade re-checks each patch, its target still there and its reason still true.
+tfxd mends a few things in TFX, tf.Transform, Beam, TensorFlow, tf_keras and aiplatform, most of them
+private (a Transform's analysis, a run's pipelines, AutoGraph's rules, Keras's steps, aiplatform's
+process-wide settings). A mend is made only through this table (``applied`` for a block, ``assigned``
+for good), so none exists outside it, and tests/tfxd/test_patches.py fails when an installed library's
+version differs from the one a patch names: an upgrade re-checks each patch, its target still there and
+its reason still true.
 A patch applies while a run or an executor runs, never while a pipeline is built.
 """
 
@@ -125,6 +126,13 @@ PATCHES: tuple[Patch, ...] = (
           "TF_USE_LEGACY_KERAS) or tf.Transform: it transpiled Keras' train step, losses, metrics and layers "
           "when the first epoch traced them, and the TransformFeaturesLayer at each export: code written for "
           "graphs already, converted again for nothing."),
+    Patch("keras.steps_traced_once", "tf_keras", "2.16.0",
+          ("tf_keras.src.engine.training:Model.train_step", "tf_keras.src.engine.training:Model.test_step"),
+          "With several steps per call, tf_keras's train and test functions loop `for _ in tf.range(steps): "
+          "outputs = step_function(...)` (engine/training.py, make_train_function, make_test_function) with "
+          "`outputs` undefined before the loop, so AutoGraph stages the body twice (a scratch graph to learn "
+          "its type, then the loop's): every trace of Keras's step functions traced the model's whole train "
+          "or test step twice (trainer_module/traced_once.py)."),
     Patch("aiplatform.settings_reset", "google-cloud-aiplatform", "1.165.1",
           ("google.cloud.aiplatform.initializer:global_config._api_endpoint",
            "google.cloud.aiplatform.initializer:global_config._api_transport",

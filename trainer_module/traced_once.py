@@ -10,11 +10,13 @@ metrics'), so TensorFlow traces it again, where none may be made (polymorphic_fu
 whole train step (forward, gradients, optimizer) was traced four times and the test step twice, about a
 quarter of the taxi Trainer's time (bench/RESULTS.md).
 
-So, for the fit: the model's own steps are tf.functions, traced at AutoGraph's first staging and called
-again at the second (a tf.function's cache key holds no outer graph: it keys on the context under
-init_scope, eager here); and those variables are made before it, as Keras makes them (the optimizer's
-``build`` over the trainable variables, the loss and metrics containers' ``build`` from one prediction), on
-an example of zeros shaped as the data's (dense features only; otherwise Keras makes them).
+So, for the fit: Keras's Model.train_step and test_step call a tf.function of themselves for the model
+being fit (tfxd/patches.py, keras.steps_traced_once), traced at AutoGraph's first staging and called again
+at the second (a tf.function's cache key holds no outer graph: it keys on the context under init_scope,
+eager here); and those variables are made before it, as Keras makes them (the optimizer's ``build`` over
+the trainable variables, the loss and metrics containers' ``build`` from one prediction), on an example of
+zeros shaped as the data's (dense features only; otherwise Keras makes them). A model whose class has its
+own steps keeps them (a custom model's train_step that calls Keras's gets it).
 
 Only where one replica runs the step without a cross-replica merge (TensorFlow's default strategy and
 OneDevice): under Mirrored, MultiWorkerMirrored and ParameterServer strategies the optimizer's gradient
@@ -25,9 +27,11 @@ runs eagerly (the function would compile it) or compiles its step with XLA (Kera
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from typing import Any
 
+from tfxd import patches
 from tfxd.trainer_module.planner import Strategy
 
 ONE_REPLICA_STRATEGIES = frozenset({Strategy.DEFAULT, Strategy.ONE_DEVICE})
@@ -41,22 +45,32 @@ def applies(model: Any, strategy: Strategy) -> bool:
 
 @contextlib.contextmanager
 def steps_traced_once(model: Any, strategy: Strategy, data: Any) -> Iterator[None]:
-    """Within the block, ``model``'s train and test steps are tf.functions of its own and its training's
-    variables are made (``data``: the train dataset, for the shapes); after it, the model's methods again
-    (set past Keras's attribute tracking, so that nothing of them is saved with the model)."""
+    """Within the block, Keras's train and test steps of ``model`` are tf.functions and its training's
+    variables are made (``data``: the train dataset, for the shapes); after it, Keras's steps again. Other
+    models keep Keras's steps in the block too (another model's steps are not this fit's)."""
     if not applies(model, strategy):
         yield
         return
     import tensorflow as tf
 
     _variables_made(model, data)
-    for name in STEPS:
-        object.__setattr__(model, name, tf.function(getattr(model, name), reduce_retracing=True))
-    try:
-        yield
-    finally:
+    with contextlib.ExitStack() as stack:
         for name in STEPS:
-            model.__dict__.pop(name, None)
+            keras_step = getattr(tf.keras.Model, name)  # Keras's own (tf_keras's Model: legacy Keras, tfxd.tf_env)
+            stack.enter_context(patches.applied("keras.steps_traced_once", _traced(model, keras_step), name))
+        yield
+
+
+def _traced(model: Any, keras_step: Any) -> Any:
+    """Keras's ``keras_step`` (Model.train_step or test_step), for ``model`` a tf.function of itself."""
+    import tensorflow as tf
+
+    function = tf.function(functools.partial(keras_step, model), reduce_retracing=True)
+
+    def step(self: Any, data: Any) -> Any:
+        return function(data) if self is model else keras_step(self, data)
+
+    return step
 
 
 def _variables_made(model: Any, data: Any) -> None:

@@ -19,29 +19,31 @@ from tfxd.trainer_module.planner import Strategy
 from tfxd.trainer_module.traced_once import applies, steps_traced_once
 
 
-class _Counting(tf.keras.Model):
-    """A functional model (built from inputs and outputs, as tfxd's are) that counts its steps' traces:
-    a step's Python body runs once per trace."""
+class _Counting(tf.keras.layers.Layer):
+    """Counts the traces of the steps it is called in: a layer's Python runs once per trace of a step
+    (training=True in the train step, False in the test step), not when called eagerly."""
 
-    traces: Counter
+    def __init__(self, traces: Counter) -> None:
+        super().__init__()
+        self.traces = traces
 
-    def train_step(self, data):
-        self.traces["train_step"] += 1
-        return super().train_step(data)
-
-    def test_step(self, data):
-        self.traces["test_step"] += 1
-        return super().test_step(data)
+    def call(self, inputs, training=None):
+        if not tf.executing_eagerly():
+            self.traces["train_step" if training else "test_step"] += 1
+        return inputs
 
 
-def _model(steps_per_execution: int = 4) -> _Counting:
+def _model(steps_per_execution: int = 4) -> tf.keras.Model:
+    """A functional model, as tfxd's are, with ``traces``: its steps' traces."""
     tf.keras.utils.set_random_seed(7)
+    traces: Counter = Counter()
     inputs = tf.keras.Input(shape=(3,))
-    hidden = tf.keras.layers.Dense(8, activation="relu")(inputs)
-    model = _Counting(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(hidden))
-    model.traces = Counter()
+    hidden = tf.keras.layers.Dense(8, activation="relu")(_Counting(traces)(inputs))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(hidden))
     model.compile(optimizer=tf.keras.optimizers.Adam(0.01), loss="binary_crossentropy",
                   metrics=["binary_accuracy"], steps_per_execution=steps_per_execution)
+    traces.clear()  # the functional model's construction called the layer on symbolic inputs
+    model.traces = traces
     return model
 
 
@@ -51,7 +53,7 @@ def _data() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(16)
 
 
-def _fit(model: _Counting, strategy: Strategy, data: tf.data.Dataset | None = None) -> tf.keras.callbacks.History:
+def _fit(model: tf.keras.Model, strategy: Strategy, data: tf.data.Dataset | None = None) -> tf.keras.callbacks.History:
     data = data or _data()
     with steps_traced_once(model, strategy, data):
         return model.fit(data, epochs=3, steps_per_epoch=8, validation_data=data, validation_steps=4, verbose=0)
@@ -77,17 +79,25 @@ def test_keras_traces_the_train_step_four_times_and_the_test_step_twice_mended_o
 
 def test_with_a_feature_that_is_not_dense_keras_makes_the_variables_and_the_step_is_still_staged_once():
     ragged = _data().map(lambda x, y: ({"x": tf.RaggedTensor.from_tensor(x)}, y))
+    traces: Counter = Counter()
     inputs = tf.keras.Input(shape=(None,), ragged=True, name="x")
-    model = _Counting(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(inputs.to_tensor(shape=[None, 3])))
-    model.traces = Counter()
+    dense = _Counting(traces)(inputs.to_tensor(shape=[None, 3]))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(dense))
     model.compile(optimizer="adam", loss="binary_crossentropy", steps_per_execution=4)
+    traces.clear()
     _fit(model, Strategy.DEFAULT, ragged)
-    assert model.traces == {"train_step": 2, "test_step": 1}  # made by Keras's first trace, traced again
+    assert traces == {"train_step": 2, "test_step": 1}  # made by Keras's first trace, traced again
 
 
-def test_after_the_fit_the_model_has_its_own_steps_and_saves_none_of_the_mends(tmp_path):
-    model = _model()
-    _fit(model, Strategy.ONE_DEVICE)
+def test_after_the_fit_keras_has_its_own_steps_and_the_model_saves_none_of_the_mends(tmp_path):
+    keras_steps = (tf.keras.Model.train_step, tf.keras.Model.test_step)
+    model, other = _model(), _model()
+    with steps_traced_once(model, Strategy.ONE_DEVICE, _data()):
+        assert tf.keras.Model.train_step is not keras_steps[0]
+        other.fit(_data(), epochs=1, steps_per_epoch=4, verbose=0)  # another model in the block: Keras's steps
+        model.fit(_data(), epochs=1, steps_per_epoch=4, verbose=0)
+    assert other.traces == {"train_step": 4} and model.traces == {"train_step": 1}
+    assert (tf.keras.Model.train_step, tf.keras.Model.test_step) == keras_steps
     assert "train_step" not in vars(model) and "test_step" not in vars(model)
     model.save(str(tmp_path / "model"), save_format="tf", save_traces=False)
     loaded = tf.saved_model.load(str(tmp_path / "model"))
@@ -99,12 +109,12 @@ def test_after_the_fit_the_model_has_its_own_steps_and_saves_none_of_the_mends(t
     assert model.traces == {"train_step": 2}
 
 
-def test_the_steps_are_the_models_own_again_when_the_fit_fails():
-    model = _model()
-    with pytest.raises(ValueError, match="stopped"), steps_traced_once(model, Strategy.DEFAULT, _data()):
-        assert isinstance(vars(model)["train_step"], tf.types.experimental.GenericFunction)
+def test_keras_has_its_own_steps_again_when_the_fit_fails():
+    keras_step = tf.keras.Model.train_step
+    with pytest.raises(ValueError, match="stopped"), steps_traced_once(_model(), Strategy.DEFAULT, _data()):
+        assert tf.keras.Model.train_step is not keras_step
         raise ValueError("stopped")
-    assert "train_step" not in vars(model) and "test_step" not in vars(model)
+    assert tf.keras.Model.train_step is keras_step
 
 
 @pytest.mark.parametrize("strategy", [Strategy.MIRRORED, Strategy.MULTI_WORKER_MIRRORED,
