@@ -147,9 +147,9 @@ def beam_mended(args: list[Any]) -> Iterator[None]:
 
 class BeamMendedExecutor:
     """A TFX Beam executor mixin (first in the bases): Beam mended (beam_mended, with the executor's own
-    Beam arguments) while the executor runs, and the process's imports settled (tfxd.heap). A local run mends Beam for all of its components already; a
-    Kubeflow or Vertex task runs TFX's own entrypoint, which does not, and neither does anything else that
-    calls an executor's Do."""
+    Beam arguments) while the executor runs, and the process's imports settled (tfxd.heap). A local run
+    mends Beam for all of its components already; a Kubeflow or Vertex task runs TFX's own entrypoint,
+    which does not, and neither does anything else that calls an executor's Do."""
 
     _beam_pipeline_args: list[Any]  # tfx's BaseBeamExecutor sets them
 

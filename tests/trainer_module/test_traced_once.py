@@ -67,6 +67,7 @@ def test_keras_traces_the_train_step_four_times_and_the_test_step_twice_mended_o
     # the metrics'), and each trace stages the step twice
     assert keras_own.traces == {"train_step": 4, "test_step": 2}
     assert mended.traces == {"train_step": 1, "test_step": 1}
+
     def slots(model):  # the optimizer's variables' shapes (their names hold the layers', which differ)
         return sorted(tuple(v.shape) for v in model.optimizer.variables)
 
