@@ -10,7 +10,7 @@ TFRecord file is one piece (example_columns).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Protocol
 
 import pyarrow as pa
@@ -30,7 +30,7 @@ from tfxd.components.example_gen.csv_chunks import Piece
 class Source(Protocol):
     def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]: ...
 
-    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]: ...
+    def batches(self, piece: Piece) -> Generator[pa.RecordBatch, None, None]: ...
 
     def rows(self, piece: Piece) -> Iterator[records.Row | records.Bad]: ...
 
@@ -41,7 +41,7 @@ class Csv:
     def pieces(self, item: tuple[int, str, str], chunk_bytes: int, workers: int = 1) -> Iterator[Piece]:
         return csv_chunks.pieces(item, input_files.open_file, chunk_bytes, workers)
 
-    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
+    def batches(self, piece: Piece) -> Generator[pa.RecordBatch, None, None]:
         path, opener = piece[1], _chunk_opener(piece, header_line=True)
         if opener is not None:
             yield from csv_columns.batches(path, opener, csv_columns.header(path, opener))
@@ -62,7 +62,7 @@ class JsonLines:
                                                               workers=workers)):
             yield index, path, split, part, start, end
 
-    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
+    def batches(self, piece: Piece) -> Generator[pa.RecordBatch, None, None]:
         path, end = piece[1], piece[5]
         opener = _chunk_opener(piece, header_line=False)
         if opener is None:
@@ -109,7 +109,7 @@ class Parquet:
         if first < len(sizes) or part == 0:
             yield index, path, split, part, first, len(sizes)
 
-    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
+    def batches(self, piece: Piece) -> Generator[pa.RecordBatch, None, None]:
         import pyarrow.parquet as pq
 
         _, path, _, _, first, end = piece
@@ -135,7 +135,7 @@ class TfRecords:
         index, path, split = item
         yield index, path, split, 0, 0, None
 
-    def batches(self, piece: Piece) -> Iterator[pa.RecordBatch]:
+    def batches(self, piece: Piece) -> Generator[pa.RecordBatch, None, None]:
         return example_columns.batches(piece[1])
 
     def rows(self, piece: Piece) -> Iterator[records.Row | records.Bad]:

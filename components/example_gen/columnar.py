@@ -1,13 +1,20 @@
-"""ExampleGen for CSV, JSON lines and Parquet files, column-wise, on Beam: a piece of a file is an
-element, read twice.
+"""ExampleGen for CSV, JSON lines, Parquet and TFRecord files, column-wise, on Beam: a piece of a file is
+an element.
 
 A large file is cut into pieces (column_sources: byte ranges of CSV and JSON lines, runs of Parquet row
-groups) that Beam spreads over its workers. The first pass finds each piece's column kinds (merged into
-one set for all files, as the row-wise pipeline does); the second converts the piece batch by batch
-(csv_columns' encoder), splits each record by TFX's own rule (the SHA-256 of its serialized bytes into
-hash buckets) or by its file's split, and writes gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
+groups; a TFRecord file is one piece) that Beam spreads over its workers. A first pass finds the column
+kinds of each piece's first batch (merged into one set for all files, as the row-wise pipeline merges
+every row's); the second converts the piece batch by batch (csv_columns' encoder), splits each record by
+TFX's own rule (the SHA-256 of its serialized bytes into hash buckets) or by its file's split, and writes
+gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
 moving rows between Beam stages. A piece the column-wise reader cannot read exactly is read row by row
 (records), with bad records named or skipped and counted as before.
+
+The kinds of the rest of a piece are checked as it is written: a batch (or a row) of a kind the first
+batches did not show, or of a column they did not have, discards the piece's files and reports the
+piece's kinds read whole (WIDER), and the executor runs the pipeline again with every kind known
+(``examples``' ``kinds``), so that each column is written as the row-wise reader writes it. So a piece
+of many batches (a TFRecord file, a run of Parquet row groups) is read once and a first batch, not twice.
 """
 
 from __future__ import annotations
@@ -26,27 +33,52 @@ from tfxd.components.example_gen import column_sources, csv_chunks, csv_columns,
 from tfxd.reader_config import ReaderConfig
 
 BAD = "bad"
+WIDER = "wider"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
+
+Kinds = dict[str, str | None]  # column -> its widest kind (records.widest); None: never a value
+
+
+def piece_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric: frozenset[str],
+                first_batch: bool = False) -> Kinds:
+    """The piece's {column: kind}, of its first batch only where ``first_batch``; read row by row (the
+    whole piece) where the column-wise reader hands it back. Bad records are left to the writing pass."""
+    found: Kinds = {}
+    batches = source.batches(piece)
+    try:
+        for batch in batches:
+            found = records.TypeInferenceState.merge([found, csv_columns.kinds(batch, numeric)])
+            if first_batch:
+                break
+    except csv_columns.NotColumnar:
+        found = {}
+        for row in source.rows(piece):
+            if isinstance(row, records.Row):
+                records.TypeInferenceState.add(found, row.values, numeric)
+    finally:
+        batches.close()  # the reader's file, left at its first batch
+    return found
+
+
+def _covered(seen: Kinds, found: Kinds) -> bool:
+    """Whether every column of ``found`` is in ``seen`` and of a kind no wider than seen's."""
+    return all(name in seen and records.widest({seen[name], kind}) == seen[name]
+               for name, kind in found.items())
+
+
+class _KindsWidened(Exception):
+    """A batch or row of a piece is of a kind the first batches did not show."""
 
 
 class _FileKinds(beam.DoFn):
-    """A piece of a file -> its {column: kind} (bad records are left to the second pass)."""
+    """A piece of a file -> the {column: kind} of its first batch."""
 
     def __init__(self, data_format: str, numeric: list[str]) -> None:
         self._source = column_sources.SOURCES[data_format]
         self._numeric = frozenset(numeric)
 
     def process(self, piece: csv_chunks.Piece):
-        found: dict[str, str | None] = {}
-        try:
-            for batch in self._source.batches(piece):
-                found = records.TypeInferenceState.merge([found, csv_columns.kinds(batch, self._numeric)])
-        except csv_columns.NotColumnar:
-            found = {}
-            for row in self._source.rows(piece):
-                if isinstance(row, records.Row):
-                    records.TypeInferenceState.add(found, row.values, self._numeric)
-        yield found
+        yield piece_kinds(self._source, piece, self._numeric, first_batch=True)
 
 
 class _MergeKinds(beam.CombineFn):
@@ -66,39 +98,60 @@ class _MergeKinds(beam.CombineFn):
 class _WriteFile(beam.DoFn):
     """A piece of a file -> gzipped TFRecords of its examples per split, written under a temporary
     name and moved into the split's folder when the file is done; yields (split, count) pairs and, under
-    bad_records: skip, the reasons of bad records."""
+    bad_records: skip, the reasons of bad records. Where ``checked`` (the kinds are the first batches'),
+    a batch or row of a kind they did not show discards the piece's files and yields the kinds seen
+    widened by the piece's own, read whole (WIDER)."""
 
     def __init__(self, config: ReaderConfig, split_uris: dict[str, str], buckets: list[tuple[str, int]],
-                 temp_dir: str) -> None:
+                 temp_dir: str, checked: bool = True) -> None:
         self._source = column_sources.SOURCES[config.format]
         self._pinned = config.columns
+        self._numeric = frozenset(config.numeric)
         self._label = config.label
         self._skip_bad = config.skips_bad_records
         self._split_uris = split_uris
         self._names = [name for name, _ in buckets]
         self._bounds = [bound for _, bound in buckets]
         self._temp_dir = temp_dir
+        self._checked = checked
 
-    def process(self, piece: csv_chunks.Piece, seen: dict[str, str | None]):
+    def process(self, piece: csv_chunks.Piece, seen: Kinds):
         index, _, split, part = piece[:4]
         types = records.final_types(seen, self._pinned)
         output = _Output(self._temp_dir, index, part)
         try:
-            for batch in self._source.batches(piece):
-                examples = csv_columns.example_bytes(batch, types, self._label)
-                listed = examples.to_pylist()
-                splits = [split] * len(listed) if split else [self._split_of(example) for example in listed]
-                output.write_all(splits, examples, listed)
-        except csv_columns.NotColumnar:
+            try:
+                self._column_wise(piece, split, seen, types, output)
+            except csv_columns.NotColumnar:
+                output.discard()
+                output = _Output(self._temp_dir, index, part)
+                for bad_reason in self._row_by_row(piece, split, seen, types, output):
+                    yield beam.pvalue.TaggedOutput(BAD, bad_reason)
+        except _KindsWidened:
             output.discard()
-            output = _Output(self._temp_dir, index, part)
-            for bad_reason in self._row_by_row(piece, split, types, output):
-                yield beam.pvalue.TaggedOutput(BAD, bad_reason)
+            whole = piece_kinds(self._source, piece, self._numeric)
+            yield beam.pvalue.TaggedOutput(WIDER, records.TypeInferenceState.merge([seen, whole]))
+            return
         yield from output.publish(self._split_uris)
 
-    def _row_by_row(self, piece: csv_chunks.Piece, split: str, types: dict[str, str], output: _Output):
+    def _column_wise(self, piece: csv_chunks.Piece, split: str, seen: Kinds, types: dict[str, str],
+                     output: _Output) -> None:
+        """The first batch was the first pass's; each after it is checked first where ``checked``."""
+        for number, batch in enumerate(self._source.batches(piece)):
+            if self._checked and number and not _covered(seen, csv_columns.kinds(batch, self._numeric)):
+                raise _KindsWidened
+            examples = csv_columns.example_bytes(batch, types, self._label)
+            listed = examples.to_pylist()
+            splits = [split] * len(listed) if split else [self._split_of(example) for example in listed]
+            output.write_all(splits, examples, listed)
+
+    def _row_by_row(self, piece: csv_chunks.Piece, split: str, seen: Kinds, types: dict[str, str],
+                    output: _Output):
         for row in self._source.rows(piece):
             if isinstance(row, records.Row):
+                if self._checked and not _covered(seen, records.TypeInferenceState.add({}, row.values,
+                                                                                       self._numeric)):
+                    raise _KindsWidened
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:
                     wrong = records.label_problem(features, types, self._label)
@@ -189,21 +242,27 @@ _FLUSH_BYTES = 4 << 20
 
 def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],
              split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int,
-             workers: int = 1):
+             workers: int = 1, kinds: Kinds | None = None):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
     (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
     ``chunk_bytes`` in pieces (column_sources) where that is exact, as many for each of ``workers``
-    worker processes where the file is large enough. Returns the PCollections of
-    {split: count}, the bad records' reasons and the merged {column: kind}."""
+    worker processes where the file is large enough. The kinds are ``kinds`` where given, else the
+    pieces' first batches', checked as the pieces are written. Returns the PCollections of
+    {split: count}, the bad records' reasons, the merged {column: kind} and the kinds to run again with
+    ({} where the first batches showed every kind; else every piece's files are to be written again)."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
               | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes, workers)
               | "Spread" >> beam.Reshuffle())  # the pieces of one file to every worker
-    seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
-            | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
+    if kinds is None:
+        seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
+                | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
+    else:
+        seen = pipeline | "KnownKinds" >> beam.Create([kinds])
     written = (pieces
-               | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir),
-                                       seen=beam.pvalue.AsSingleton(seen)).with_outputs(BAD, main="counts"))
+               | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir, checked=kinds is None),
+                                       seen=beam.pvalue.AsSingleton(seen)).with_outputs(BAD, WIDER, main="counts"))
     counts = (written.counts | "SumCounts" >> beam.CombinePerKey(sum)
               | "CountsToDict" >> beam.combiners.ToDict())
-    return counts, written[BAD], seen
+    wider = written[WIDER] | "MergeWider" >> beam.CombineGlobally(_MergeKinds())
+    return counts, written[BAD], seen, wider

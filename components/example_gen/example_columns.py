@@ -21,7 +21,7 @@ Whether a file is gzipped is told by its first two bytes, as the row-wise reader
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import numpy as np
@@ -37,7 +37,7 @@ MAX_BLOCK_RECORDS = 32_768
 SAMPLE_RECORDS = 1_000  # of the first block, decoded by tfx_bsl to learn the features parse_example reads
 
 
-def batches(path: str) -> Iterator[pa.RecordBatch]:
+def batches(path: str) -> Generator[pa.RecordBatch, None, None]:
     """The file's records as plain columns, a block of records at a time; NotColumnar where the row-wise
     reader must read the file (see the docstring)."""
     from tfx_bsl.coders import example_coder

@@ -244,14 +244,26 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
         fileio.makedirs(temp_dir)
         report_dir = exec_properties[REPORT_DIR_KEY]
         config = reader_config.of(exec_properties)
-        with self._make_beam_pipeline() as pipeline:
-            counts, bad, seen = columnar.examples(pipeline, config, _files(exec_properties, input_config, output_config),
-                                                  split_uris, _buckets(output_config), temp_dir,
-                                                  csv_chunks.CHUNK_BYTES,
-                                                  direct_runner.parallel_workers(self._beam_pipeline_args))
-            counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
-            reports.write_columns_and_bad(seen, [bad], report_dir)
-            _write_drift_examples(pipeline, exec_properties)
+        files = _files(exec_properties, input_config, output_config)
+        kinds = None  # the first pass's: each piece's first batch, checked as the pieces are written
+        while True:
+            with self._make_beam_pipeline() as pipeline:
+                counts, bad, seen, wider = columnar.examples(
+                    pipeline, config, files, split_uris, _buckets(output_config), temp_dir, csv_chunks.CHUNK_BYTES,
+                    direct_runner.parallel_workers(self._beam_pipeline_args), kinds)
+                counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
+                reports.write_columns_and_bad(seen, [bad], report_dir)
+                wider | "WriteWider" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.WIDER_KINDS_FILE))
+                if kinds is None:
+                    _write_drift_examples(pipeline, exec_properties)
+            kinds = _read_json(os.path.join(report_dir, reports.WIDER_KINDS_FILE))
+            if not kinds:
+                break
+            logging.info("tfxd ExampleGen: the data holds kinds its pieces' first batches did not show; every "
+                         "piece is written again with the kinds of all of it: %s", kinds)
+            for uri in split_uris.values():
+                fileio.rmtree(uri)
+                fileio.makedirs(uri)
         if fileio.exists(temp_dir):
             fileio.rmtree(temp_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)

@@ -13,6 +13,7 @@ import apache_beam as beam
 BAD_RECORDS_FILE = "bad_records.json"
 SPLIT_COUNTS_FILE = "split_counts.json"
 COLUMNS_FILE = "columns.json"
+WIDER_KINDS_FILE = "wider_kinds.json"  # {} where the pieces' first batches showed every kind
 
 
 def write_json(content: Any, path: str) -> None:

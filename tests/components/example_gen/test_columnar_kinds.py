@@ -1,0 +1,135 @@
+"""The column-wise pipeline's kinds (columnar): a first pass reads each piece's first batch only, and the
+writing pass checks the rest. A kind the first batches did not show, anywhere in the data, must still
+give what the row-wise pipeline writes (its kinds come from every row): the pipeline runs again with
+the kinds of all of it. The judge is the row-wise pipeline on the same files."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.components.example_gen.test_example_columns import _example, _write
+from tfxd.components.example_gen import columnar, example_columns, executor, parsed_examples
+
+BLOCK = 100  # records a TFRecord block holds here (example_columns.MAX_BLOCK_RECORDS)
+
+
+def _row(index: int, amount, **more) -> dict:
+    return {"id": index, "amount": amount, "tips": index % 2, "fare": 1.0, **more}
+
+
+def _ints(count: int, start: int = 0) -> list[dict]:
+    return [_row(index, index) for index in range(start, start + count)]
+
+
+def _floats(count: int, start: int) -> list[dict]:
+    return [_row(index, index + 0.5) for index in range(start, start + count)]
+
+
+def _late_feature(count: int, start: int) -> list[dict]:
+    return [_row(index, index, late=f"t{index}") for index in range(start, start + count)]
+
+
+def _words(count: int, start: int) -> list[dict]:
+    return [_row(index, index, code=f"x{index}") for index in range(start, start + count)]
+
+
+def _digits(count: int, start: int = 0) -> list[dict]:
+    return [_row(index, index, code=str(index)) for index in range(start, start + count)]
+
+
+# (first file's rows, second file's rows, the kinds the run again is given, a few of them)
+WIDER = {
+    "a float in a later block": (_ints(600), _ints(300, 600) + _floats(300, 900), {"amount": "float"}),
+    "a float from mid-block (row by row)": (_ints(600), _ints(350, 600) + _floats(250, 950), {"amount": "float"}),
+    "a feature only in later blocks": (_ints(600), _ints(400, 600) + _late_feature(200, 1000), {"late": "string"}),
+    "words after numbers' texts": (_digits(600), _digits(300, 600) + _words(300, 900), {"code": "string"}),
+}
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(example_columns, "MAX_BLOCK_RECORDS", BLOCK)
+    monkeypatch.setattr(example_columns, "PROBE_RECORDS", 16)
+
+
+@pytest.fixture
+def kinds_given(monkeypatch):
+    """The ``kinds`` each run of the column-wise pipeline was given (None: the first batches')."""
+    given, examples = [], columnar.examples
+
+    def spied(*args, **kwargs):
+        given.append(args[8] if len(args) > 8 else kwargs.get("kinds"))
+        return examples(*args, **kwargs)
+
+    monkeypatch.setattr(columnar, "examples", spied)
+    return given
+
+
+def _tfrecords(folder, *files: list[dict]) -> dict:
+    folder.mkdir()
+    for index, rows in enumerate(files):
+        _write(folder / f"part-{index}.tfrecord.gz", [_example(row) for row in rows])
+    return {"format": "tfrecord", "path": str(folder / "*.gz")}
+
+
+def _as_row_wise_writes(run_example_gen, monkeypatch, data: dict, columnar_run) -> None:
+    monkeypatch.setattr(executor, "_columnar", lambda _: False)
+    by_row, by_row_artifact = run_example_gen(data)
+    examples, artifact = columnar_run
+    assert examples == by_row
+    assert (artifact.get_string_custom_property("tfxd_split_counts")
+            == by_row_artifact.get_string_custom_property("tfxd_split_counts"))
+
+
+@pytest.mark.parametrize("case", list(WIDER))
+def test_a_kind_past_the_first_blocks_writes_every_file_again(run_example_gen, tmp_path, monkeypatch,
+                                                              small_blocks, kinds_given, case):
+    first, second, widened = WIDER[case]
+    data = _tfrecords(tmp_path / "data", first, second)
+    run = run_example_gen(data)
+    assert kinds_given[0] is None
+    assert len(kinds_given) == 2
+    assert {name: kinds_given[1][name] for name in widened} == widened
+    assert sum(map(len, run[0].values())) == len(first) + len(second)
+    _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
+
+
+def test_kinds_the_first_blocks_show_read_each_file_once_and_a_block(run_example_gen, tmp_path, monkeypatch,
+                                                                    small_blocks, kinds_given):
+    parsed, parse = [], parsed_examples.Parser.records
+
+    def counted(self, records):
+        parsed.append(int(records.shape[0]))
+        return parse(self, records)
+
+    monkeypatch.setattr(parsed_examples.Parser, "records", counted)
+    data = _tfrecords(tmp_path / "data", _ints(600), _ints(600, 600) + _late_feature(0, 1200))
+    run = run_example_gen(data)
+    assert kinds_given == [None]
+    assert len(parsed) == 2 + 2 * 6  # the first pass a block of each file, then each file's six
+    _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
+
+
+def test_parquet_row_groups_past_the_first_are_checked(run_example_gen, tmp_path, monkeypatch, kinds_given):
+    rows = _digits(300) + _words(300, 300)
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=BLOCK)
+    data = {"format": "parquet", "path": str(path)}
+    run = run_example_gen(data)
+    assert kinds_given == [None, kinds_given[1]] and kinds_given[1]["code"] == "string"
+    _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
+
+
+def test_unchecked_the_first_blocks_kinds_refuse_what_the_row_wise_pipeline_writes(run_example_gen, tmp_path,
+                                                                                  monkeypatch, small_blocks):
+    """The judge biting: with the check off, the first blocks' kinds make 'amount' an int column and the
+    later floats bad records, where the row-wise pipeline writes every record with 'amount' a float."""
+    monkeypatch.setattr(columnar, "_covered", lambda seen, found: True)
+    first, second, _ = WIDER["a float in a later block"]
+    data = _tfrecords(tmp_path / "data", first, second)
+    with pytest.raises(Exception, match=r"part-1\.tfrecord\.gz#300: .*'amount': 900\.5 is not an integer"):
+        run_example_gen(data)
+    monkeypatch.setattr(executor, "_columnar", lambda _: False)
+    assert sum(map(len, run_example_gen(data)[0].values())) == len(first) + len(second)
