@@ -13,8 +13,9 @@ moving rows between Beam stages. A piece the column-wise reader cannot read exac
 The kinds of the rest of a piece are checked as it is written: a batch (or a row) of a kind the first
 batches did not show, or of a column they did not have, discards the piece's files and reports the
 piece's kinds read whole (WIDER), and the executor runs the pipeline again with every kind known
-(``examples``' ``kinds``), so that each column is written as the row-wise reader writes it. So a piece
-of many batches (a TFRecord file, a run of Parquet row groups) is read once and a first batch, not twice.
+(``rerun_of``: those pieces alone, or every piece where a kind the first batches showed widened), so
+that each column is written as the row-wise reader writes it. So a piece of many batches (a TFRecord
+file, a run of Parquet row groups) is read once and a first batch, not twice.
 """
 
 from __future__ import annotations
@@ -119,19 +120,24 @@ class _WriteFile(beam.DoFn):
         index, _, split, part = piece[:4]
         types = records.final_types(seen, self._pinned)
         output = _Output(self._temp_dir, index, part)
+        bad_reasons: list[str] = []  # handed on once the piece is written: a piece written again counts once
         try:
             try:
                 self._column_wise(piece, split, seen, types, output)
             except csv_columns.NotColumnar:
                 output.discard()
                 output = _Output(self._temp_dir, index, part)
-                for bad_reason in self._row_by_row(piece, split, seen, types, output):
-                    yield beam.pvalue.TaggedOutput(BAD, bad_reason)
+                bad_reasons.extend(self._row_by_row(piece, split, seen, types, output))
         except _KindsWidened:
             output.discard()
             whole = piece_kinds(self._source, piece, self._numeric)
-            yield beam.pvalue.TaggedOutput(WIDER, records.TypeInferenceState.merge([seen, whole]))
+            retyped = any(seen.get(name) is not None and records.widest({seen[name], kind}) != seen[name]
+                          for name, kind in whole.items())
+            yield beam.pvalue.TaggedOutput(WIDER, {"piece": [index, part], "retyped": retyped,
+                                                   "kinds": records.TypeInferenceState.merge([seen, whole])})
             return
+        for bad_reason in bad_reasons:
+            yield beam.pvalue.TaggedOutput(BAD, bad_reason)
         yield from output.publish(self._split_uris)
 
     def _column_wise(self, piece: csv_chunks.Piece, split: str, seen: Kinds, types: dict[str, str],
@@ -242,27 +248,42 @@ _FLUSH_BYTES = 4 << 20
 
 def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],
              split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int,
-             workers: int = 1, kinds: Kinds | None = None):
+             workers: int = 1, rerun: dict | None = None):
     """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
     (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
     ``chunk_bytes`` in pieces (column_sources) where that is exact, as many for each of ``workers``
-    worker processes where the file is large enough. The kinds are ``kinds`` where given, else the
-    pieces' first batches', checked as the pieces are written. Returns the PCollections of
-    {split: count}, the bad records' reasons, the merged {column: kind} and the kinds to run again with
-    ({} where the first batches showed every kind; else every piece's files are to be written again)."""
+    worker processes where the file is large enough. The kinds are the pieces' first batches', checked as
+    the pieces are written, or a ``rerun``'s (what the last run's ``rerun`` said: its kinds and pieces).
+    Returns the PCollections of {split: count}, the bad records' reasons, the merged {column: kind} and
+    the rerun the kinds ask for ({} for none; ``rerun_of``)."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
-              | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes, workers)
-              | "Spread" >> beam.Reshuffle())  # the pieces of one file to every worker
-    if kinds is None:
+              | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes, workers))
+    if rerun and rerun["pieces"] is not None:
+        wanted = {tuple(key) for key in rerun["pieces"]}
+        pieces = pieces | "Widened" >> beam.Filter(lambda piece: (piece[0], piece[3]) in wanted)
+    pieces = pieces | "Spread" >> beam.Reshuffle()  # the pieces of one file to every worker
+    if rerun:
+        seen = pipeline | "KnownKinds" >> beam.Create([rerun["kinds"]])
+    else:
         seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
                 | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
-    else:
-        seen = pipeline | "KnownKinds" >> beam.Create([kinds])
     written = (pieces
-               | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir, checked=kinds is None),
+               | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir, checked=not rerun),
                                        seen=beam.pvalue.AsSingleton(seen)).with_outputs(BAD, WIDER, main="counts"))
     counts = (written.counts | "SumCounts" >> beam.CombinePerKey(sum)
               | "CountsToDict" >> beam.combiners.ToDict())
-    wider = written[WIDER] | "MergeWider" >> beam.CombineGlobally(_MergeKinds())
-    return counts, written[BAD], seen, wider
+    return counts, written[BAD], seen, (written[WIDER] | "WidenedPieces" >> beam.combiners.ToList()
+                                        | "Rerun" >> beam.Map(rerun_of))
+
+
+def rerun_of(widened: list[dict]) -> dict:
+    """The run again that widened pieces ask for: the kinds of the whole data (the first batches' widened
+    by each such piece's), and the pieces to write: those alone where only columns the first batches held
+    no value of widened (no other piece wrote a value of them, so the others' files stand), else every
+    piece (None: a piece may have written a value with the narrower kind). {} for none."""
+    if not widened:
+        return {}
+    retyped = any(found["retyped"] for found in widened)
+    return {"kinds": records.TypeInferenceState.merge([found["kinds"] for found in widened]),
+            "pieces": None if retyped else sorted(found["piece"] for found in widened)}

@@ -245,25 +245,31 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
         report_dir = exec_properties[REPORT_DIR_KEY]
         config = reader_config.of(exec_properties)
         files = _files(exec_properties, input_config, output_config)
-        kinds = None  # the first pass's: each piece's first batch, checked as the pieces are written
+        rerun, earlier = None, None  # the kinds of the pieces' first batches, checked as the pieces are written
         while True:
             with self._make_beam_pipeline() as pipeline:
                 counts, bad, seen, wider = columnar.examples(
                     pipeline, config, files, split_uris, _buckets(output_config), temp_dir, csv_chunks.CHUNK_BYTES,
-                    direct_runner.parallel_workers(self._beam_pipeline_args), kinds)
+                    direct_runner.parallel_workers(self._beam_pipeline_args), rerun)
                 counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
                 reports.write_columns_and_bad(seen, [bad], report_dir)
-                wider | "WriteWider" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.WIDER_KINDS_FILE))
-                if kinds is None:
+                wider | "WriteRerun" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.RERUN_FILE))
+                if rerun is None:
                     _write_drift_examples(pipeline, exec_properties)
-            kinds = _read_json(os.path.join(report_dir, reports.WIDER_KINDS_FILE))
-            if not kinds:
+            if earlier:
+                reports.add_earlier(report_dir, earlier)
+            rerun = _read_json(os.path.join(report_dir, reports.RERUN_FILE))
+            if not rerun:
                 break
-            logging.info("tfxd ExampleGen: the data holds kinds its pieces' first batches did not show; every "
-                         "piece is written again with the kinds of all of it: %s", kinds)
-            for uri in split_uris.values():
-                fileio.rmtree(uri)
-                fileio.makedirs(uri)
+            logging.info("tfxd ExampleGen: the data holds kinds its pieces' first batches did not show; %s written "
+                         "again with the kinds of all of it: %s",
+                         "every piece" if rerun["pieces"] is None else f"pieces {rerun['pieces']}", rerun["kinds"])
+            if rerun["pieces"] is None:
+                for uri in split_uris.values():
+                    fileio.rmtree(uri)
+                    fileio.makedirs(uri)
+            else:  # the other pieces' files stand, and so do their counts
+                earlier = reports.earlier(report_dir)
         if fileio.exists(temp_dir):
             fileio.rmtree(temp_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.components.example_gen.test_example_columns import _example, _write
+from tfxd import keys
 from tfxd.components.example_gen import columnar, example_columns, executor, parsed_examples
 
 BLOCK = 100  # records a TFRecord block holds here (example_columns.MAX_BLOCK_RECORDS)
@@ -39,12 +40,15 @@ def _digits(count: int, start: int = 0) -> list[dict]:
     return [_row(index, index, code=str(index)) for index in range(start, start + count)]
 
 
-# (first file's rows, second file's rows, the kinds the run again is given, a few of them)
+# (first file's rows, second file's rows, the kinds the run again is given (a few of them), the pieces
+# it writes: None for all, where a kind the first batches showed widened)
 WIDER = {
-    "a float in a later block": (_ints(600), _ints(300, 600) + _floats(300, 900), {"amount": "float"}),
-    "a float from mid-block (row by row)": (_ints(600), _ints(350, 600) + _floats(250, 950), {"amount": "float"}),
-    "a feature only in later blocks": (_ints(600), _ints(400, 600) + _late_feature(200, 1000), {"late": "string"}),
-    "words after numbers' texts": (_digits(600), _digits(300, 600) + _words(300, 900), {"code": "string"}),
+    "a float in a later block": (_ints(600), _ints(300, 600) + _floats(300, 900), {"amount": "float"}, None),
+    "a float from mid-block (row by row)": (_ints(600), _ints(350, 600) + _floats(250, 950), {"amount": "float"},
+                                            None),
+    "a feature only in later blocks": (_ints(600), _ints(400, 600) + _late_feature(200, 1000), {"late": "string"},
+                                       [[1, 0]]),
+    "words after numbers' texts": (_digits(600), _digits(300, 600) + _words(300, 900), {"code": "string"}, None),
 }
 
 
@@ -56,11 +60,11 @@ def small_blocks(monkeypatch):
 
 @pytest.fixture
 def kinds_given(monkeypatch):
-    """The ``kinds`` each run of the column-wise pipeline was given (None: the first batches')."""
+    """The ``rerun`` each run of the column-wise pipeline was given (None: the first batches' kinds)."""
     given, examples = [], columnar.examples
 
     def spied(*args, **kwargs):
-        given.append(args[8] if len(args) > 8 else kwargs.get("kinds"))
+        given.append(args[8] if len(args) > 8 else kwargs.get("rerun"))
         return examples(*args, **kwargs)
 
     monkeypatch.setattr(columnar, "examples", spied)
@@ -79,20 +83,40 @@ def _as_row_wise_writes(run_example_gen, monkeypatch, data: dict, columnar_run) 
     by_row, by_row_artifact = run_example_gen(data)
     examples, artifact = columnar_run
     assert examples == by_row
-    assert (artifact.get_string_custom_property("tfxd_split_counts")
-            == by_row_artifact.get_string_custom_property("tfxd_split_counts"))
+    for name in (keys.SPLIT_COUNTS_PROPERTY, keys.BAD_RECORDS_PROPERTY):
+        assert artifact.get_string_custom_property(name) == by_row_artifact.get_string_custom_property(name)
 
 
 @pytest.mark.parametrize("case", list(WIDER))
 def test_a_kind_past_the_first_blocks_writes_every_file_again(run_example_gen, tmp_path, monkeypatch,
                                                               small_blocks, kinds_given, case):
-    first, second, widened = WIDER[case]
+    first, second, widened, pieces = WIDER[case]
     data = _tfrecords(tmp_path / "data", first, second)
     run = run_example_gen(data)
     assert kinds_given[0] is None
     assert len(kinds_given) == 2
-    assert {name: kinds_given[1][name] for name in widened} == widened
+    assert {name: kinds_given[1]["kinds"][name] for name in widened} == widened
+    assert kinds_given[1]["pieces"] == pieces
     assert sum(map(len, run[0].values())) == len(first) + len(second)
+    _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
+
+
+def test_a_piece_written_again_alone_counts_each_bad_record_once(run_example_gen, tmp_path, monkeypatch,
+                                                                 small_blocks, kinds_given):
+    """Only a new feature widened, so the other file's examples stand. Its bad records (a float where
+    'amount' is pinned int; its blocks of two kinds read row by row) and those the rewritten file met
+    before its new feature and again when written again are each counted once."""
+    first = _ints(600)
+    for row in first[1::50] + first[455::7]:
+        row["amount"] += 0.5
+    second = _ints(400, 600) + _late_feature(200, 1000)
+    second[350]["amount"] += 0.5  # in a block after the first: the file is read row by row from there
+    data = {**_tfrecords(tmp_path / "data", first, second), "bad_records": "skip", "columns": {"amount": "int"}}
+    run = run_example_gen(data)
+    assert kinds_given[1]["pieces"] == [[1, 0]]
+    bad = [row for row in first + second if row["amount"] % 1]
+    assert len(bad) == 1 + 12 + 21
+    assert sum(map(len, run[0].values())) == len(first) + len(second) - len(bad)
     _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
 
 
@@ -118,7 +142,7 @@ def test_parquet_row_groups_past_the_first_are_checked(run_example_gen, tmp_path
     pq.write_table(pa.Table.from_pylist(rows), path, row_group_size=BLOCK)
     data = {"format": "parquet", "path": str(path)}
     run = run_example_gen(data)
-    assert kinds_given == [None, kinds_given[1]] and kinds_given[1]["code"] == "string"
+    assert kinds_given == [None, kinds_given[1]] and kinds_given[1]["kinds"]["code"] == "string"
     _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
 
 
@@ -127,7 +151,7 @@ def test_unchecked_the_first_blocks_kinds_refuse_what_the_row_wise_pipeline_writ
     """The judge biting: with the check off, the first blocks' kinds make 'amount' an int column and the
     later floats bad records, where the row-wise pipeline writes every record with 'amount' a float."""
     monkeypatch.setattr(columnar, "_covered", lambda seen, found: True)
-    first, second, _ = WIDER["a float in a later block"]
+    first, second, _, _ = WIDER["a float in a later block"]
     data = _tfrecords(tmp_path / "data", first, second)
     with pytest.raises(Exception, match=r"part-1\.tfrecord\.gz#300: .*'amount': 900\.5 is not an integer"):
         run_example_gen(data)
