@@ -61,9 +61,10 @@ def piece_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric:
     return found
 
 
-def _covered(seen: Kinds, found: Kinds) -> bool:
-    """Whether every column of ``found`` is in ``seen`` and of a kind no wider than seen's."""
-    return all(name in seen and records.widest({seen[name], kind}) == seen[name]
+def _covered(seen: Kinds, found: Kinds, pinned: dict[str, str]) -> bool:
+    """Whether every column of ``found`` is in ``seen`` and of a kind no wider than seen's; a pinned
+    column (data.columns) is written as pinned whatever its kinds."""
+    return all(name in pinned or (name in seen and records.widest({seen[name], kind}) == seen[name])
                for name, kind in found.items())
 
 
@@ -131,8 +132,8 @@ class _WriteFile(beam.DoFn):
         except _KindsWidened:
             output.discard()
             whole = piece_kinds(self._source, piece, self._numeric)
-            retyped = any(seen.get(name) is not None and records.widest({seen[name], kind}) != seen[name]
-                          for name, kind in whole.items())
+            retyped = any(seen.get(name) is not None and name not in self._pinned
+                          and records.widest({seen[name], kind}) != seen[name] for name, kind in whole.items())
             yield beam.pvalue.TaggedOutput(WIDER, {"piece": [index, part], "retyped": retyped,
                                                    "kinds": records.TypeInferenceState.merge([seen, whole])})
             return
@@ -144,7 +145,8 @@ class _WriteFile(beam.DoFn):
                      output: _Output) -> None:
         """The first batch was the first pass's; each after it is checked first where ``checked``."""
         for number, batch in enumerate(self._source.batches(piece)):
-            if self._checked and number and not _covered(seen, csv_columns.kinds(batch, self._numeric)):
+            if self._checked and number and not _covered(seen, csv_columns.kinds(batch, self._numeric),
+                                                         self._pinned):
                 raise _KindsWidened
             examples = csv_columns.example_bytes(batch, types, self._label)
             listed = examples.to_pylist()
@@ -155,8 +157,8 @@ class _WriteFile(beam.DoFn):
                     output: _Output):
         for row in self._source.rows(piece):
             if isinstance(row, records.Row):
-                if self._checked and not _covered(seen, records.TypeInferenceState.add({}, row.values,
-                                                                                       self._numeric)):
+                found = records.TypeInferenceState.add({}, row.values, self._numeric)
+                if self._checked and not _covered(seen, found, self._pinned):
                     raise _KindsWidened
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:

@@ -120,6 +120,18 @@ def test_a_piece_written_again_alone_counts_each_bad_record_once(run_example_gen
     _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
 
 
+def test_a_pinned_columns_later_kinds_ask_for_no_run_again(run_example_gen, tmp_path, monkeypatch, small_blocks,
+                                                           kinds_given):
+    """A column pinned (data.columns) is written as pinned whatever its kinds: its floats after the first
+    blocks are bad records there, as in the row-wise pipeline, and nothing is written again."""
+    first, second, _, _ = WIDER["a float in a later block"]
+    data = {**_tfrecords(tmp_path / "data", first, second), "bad_records": "skip", "columns": {"amount": "int"}}
+    run = run_example_gen(data)
+    assert kinds_given == [None]
+    assert sum(map(len, run[0].values())) == len(first) + len(second) - 300
+    _as_row_wise_writes(run_example_gen, monkeypatch, data, run)
+
+
 def test_kinds_the_first_blocks_show_read_each_file_once_and_a_block(run_example_gen, tmp_path, monkeypatch,
                                                                     small_blocks, kinds_given):
     parsed, parse = [], parsed_examples.Parser.records
@@ -150,7 +162,7 @@ def test_unchecked_the_first_blocks_kinds_refuse_what_the_row_wise_pipeline_writ
                                                                                   monkeypatch, small_blocks):
     """The judge biting: with the check off, the first blocks' kinds make 'amount' an int column and the
     later floats bad records, where the row-wise pipeline writes every record with 'amount' a float."""
-    monkeypatch.setattr(columnar, "_covered", lambda seen, found: True)
+    monkeypatch.setattr(columnar, "_covered", lambda seen, found, pinned: True)
     first, second, _, _ = WIDER["a float in a later block"]
     data = _tfrecords(tmp_path / "data", first, second)
     with pytest.raises(Exception, match=r"part-1\.tfrecord\.gz#300: .*'amount': 900\.5 is not an integer"):
