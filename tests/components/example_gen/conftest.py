@@ -54,10 +54,11 @@ def example_gen_outputs(work: Path, data: dict, beam_args: list[str] | None = No
     splits = {}
     for name in artifact_utils.decode_split_names(examples.split_names):
         files = tf.io.gfile.glob(os.path.join(examples.uri, f"Split-{name}", "*"))
-        records = tf.data.TFRecordDataset(files, compression_type="GZIP")
+        # read by TensorFlow in batches: a record at a time through as_numpy_iterator took ~150 us each
+        records = tf.data.TFRecordDataset(files, compression_type="GZIP").batch(4096)
         # canonical bytes: map order in a serialized tf.Example may vary between processes
         splits[name] = sorted(tf.train.Example.FromString(record).SerializeToString(deterministic=True)
-                              for record in records.as_numpy_iterator())
+                              for batch in records.as_numpy_iterator() for record in batch)
     return splits, examples
 
 
