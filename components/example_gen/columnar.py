@@ -61,11 +61,15 @@ def piece_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric:
     return found
 
 
+def _widens(seen: Kinds, name: str, kind: str | None) -> bool:
+    """Whether ``kind`` of column ``name`` is wider than the kind seen (a column not seen: None)."""
+    return records.widest({seen.get(name), kind}) != seen.get(name)
+
+
 def _covered(seen: Kinds, found: Kinds, pinned: dict[str, str]) -> bool:
     """Whether every column of ``found`` is in ``seen`` and of a kind no wider than seen's; a pinned
     column (data.columns) is written as pinned whatever its kinds."""
-    return all(name in pinned or (name in seen and records.widest({seen[name], kind}) == seen[name])
-               for name, kind in found.items())
+    return all(name in pinned or (name in seen and not _widens(seen, name, kind)) for name, kind in found.items())
 
 
 class _KindsWidened(Exception):
@@ -132,8 +136,8 @@ class _WriteFile(beam.DoFn):
         except _KindsWidened:
             output.discard()
             whole = piece_kinds(self._source, piece, self._numeric)
-            retyped = any(seen.get(name) is not None and name not in self._pinned
-                          and records.widest({seen[name], kind}) != seen[name] for name, kind in whole.items())
+            retyped = any(seen.get(name) is not None and name not in self._pinned and _widens(seen, name, kind)
+                          for name, kind in whole.items())
             yield beam.pvalue.TaggedOutput(WIDER, {"piece": [index, part], "retyped": retyped,
                                                    "kinds": records.TypeInferenceState.merge([seen, whole])})
             return
@@ -157,8 +161,8 @@ class _WriteFile(beam.DoFn):
                     output: _Output):
         for row in self._source.rows(piece):
             if isinstance(row, records.Row):
-                found = records.TypeInferenceState.add({}, row.values, self._numeric)
-                if self._checked and not _covered(seen, found, self._pinned):
+                if self._checked and not _covered(
+                        seen, records.TypeInferenceState.add({}, row.values, self._numeric), self._pinned):
                     raise _KindsWidened
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:

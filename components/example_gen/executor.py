@@ -245,7 +245,8 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
         report_dir = exec_properties[REPORT_DIR_KEY]
         config = reader_config.of(exec_properties)
         files = _files(exec_properties, input_config, output_config)
-        rerun, earlier = None, None  # the kinds of the pieces' first batches, checked as the pieces are written
+        rerun = None  # the kinds of the pieces' first batches, checked as the pieces are written
+        earlier: dict[str, dict[str, int]] = {}
         while True:
             with self._make_beam_pipeline() as pipeline:
                 counts, bad, seen, wider = columnar.examples(
@@ -256,8 +257,10 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
                 wider | "WriteRerun" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.RERUN_FILE))
                 if rerun is None:
                     _write_drift_examples(pipeline, exec_properties)
-            if earlier:
-                reports.add_earlier(report_dir, earlier)
+            for name, counts in earlier.items():  # a run again's counts with those of the files that stand
+                now = _read_json(os.path.join(report_dir, name))
+                reports.write_json({key: now.get(key, 0) + counts.get(key, 0) for key in {*now, *counts}},
+                                   os.path.join(report_dir, name))
             rerun = _read_json(os.path.join(report_dir, reports.RERUN_FILE))
             if not rerun:
                 break
@@ -268,8 +271,9 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
                 for uri in split_uris.values():
                     fileio.rmtree(uri)
                     fileio.makedirs(uri)
-            else:  # the other pieces' files stand, and so do their counts
-                earlier = reports.earlier(report_dir)
+            else:  # the other pieces' files stand, and so do their counts and bad records
+                earlier = {name: _read_json(os.path.join(report_dir, name))
+                           for name in (reports.SPLIT_COUNTS_FILE, reports.BAD_RECORDS_FILE)}
         if fileio.exists(temp_dir):
             fileio.rmtree(temp_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)

@@ -32,24 +32,3 @@ def write_columns_and_bad(seen, bad: list, report_dir: str) -> None:
      | "CountBad" >> beam.combiners.Count.PerElement()
      | "BadToDict" >> beam.combiners.ToDict()
      | "WriteBad" >> beam.Map(write_json, os.path.join(report_dir, BAD_RECORDS_FILE)))
-
-
-def earlier(report_dir: str) -> dict[str, dict[str, int]]:
-    """The counts and bad records of a run whose files stand beside a run again's."""
-    return {name: _read(os.path.join(report_dir, name)) for name in (SPLIT_COUNTS_FILE, BAD_RECORDS_FILE)}
-
-
-def add_earlier(report_dir: str, earlier: dict[str, dict[str, int]]) -> None:
-    """A run again's counts and bad records with the earlier run's added."""
-    for name, counts in earlier.items():
-        path = os.path.join(report_dir, name)
-        now = _read(path)
-        write_json({key: now.get(key, 0) + counts.get(key, 0) for key in {*now, *counts}}, path)
-
-
-def _read(path: str) -> dict[str, int]:
-    from apache_beam.io.filesystem import CompressionTypes
-    from apache_beam.io.filesystems import FileSystems
-
-    with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as handle:
-        return json.loads(handle.read().decode("utf-8"))
