@@ -35,8 +35,9 @@ class Patch:
     without: str
 
     def target(self, name: str | None = None) -> str:
-        """The target whose attribute is ``name`` (None: the patch's only target)."""
-        chosen = [target for target in self.targets if name in (None, target.partition(":")[2].rpartition(".")[2])]
+        """The target whose attribute is ``name``, or that is ``name`` (None: the patch's only target)."""
+        chosen = [target for target in self.targets
+                  if name in (None, target, target.partition(":")[2].rpartition(".")[2])]
         if len(chosen) != 1:
             raise LookupError(f"patch {self.id} has no single target named {name!r}: {', '.join(self.targets)}")
         return chosen[0]
@@ -100,6 +101,18 @@ PATCHES: tuple[Patch, ...] = (
           "TFRecord source and BatchElements, a Beam element and a Python call chain per record before tfx_bsl "
           "decodes them a list at a time; tfxd/example_files.py hands the decoder the same lists read a file "
           "at a time."),
+    Patch("tfma.result_files", "tensorflow_model_analysis", "0.47.1",
+          ("tensorflow_model_analysis.writers.metrics_plots_and_validations_writer:beam",
+           "tensorflow_model_analysis.writers.eval_config_writer:beam"),
+          "TFMA writes each of its five results (a record a slice) with Beam's sharded WriteToTFRecord or "
+          "WriteToText, about six stages each: some 30 of the taxi Evaluator's 35 stages, each ~10 ms on the "
+          "in-process runner; components/evaluator/result_files.py writes each in one stage, the same files."),
+    Patch("tfma.signatures_by_name", "tensorflow_model_analysis", "0.47.1",
+          ("tensorflow_model_analysis.utils.model_util:get_callable",),
+          "TFMA calls a loaded model's signature with the batch as a positional argument; TensorFlow takes "
+          "keyword arguments only there, builds a TypeError whose message is the repr of every example, then "
+          "falls back to the flat call: about a tenth of the Evaluator's worker time "
+          "(components/evaluator/signature_calls.py)."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "
@@ -146,6 +159,16 @@ _BY_ID = {patch.id: patch for patch in PATCHES}
 def applied(patch_id: str, value: Any, name: str | None = None) -> contextlib.AbstractContextManager[Any]:
     """Patch ``patch_id``'s target (``name``: of several) is ``value`` in the block (Patch.applied)."""
     return _BY_ID[patch_id].applied(value, name)
+
+
+@contextlib.contextmanager
+def applied_to_each(patch_id: str, value: Any) -> Iterator[None]:
+    """Every target of patch ``patch_id`` is ``value`` in the block."""
+    patch = _BY_ID[patch_id]
+    with contextlib.ExitStack() as stack:
+        for target in patch.targets:
+            stack.enter_context(patch.applied(value, target))
+        yield
 
 
 def assigned(patch_id: str, value: Any, name: str | None = None) -> None:

@@ -16,12 +16,14 @@ import json
 import os
 
 from absl import logging
+from tensorflow_model_analysis.utils import model_util
 from tfx.components.evaluator import executor as tfx_evaluator
 from tfx.dsl.io import fileio
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import path_utils
 
-from tfxd import example_files, files, keys
+from tfxd import example_files, files, keys, patches
+from tfxd.components.evaluator import result_files, signature_calls
 from tfxd.components.evaluator.slices import metrics_per_slice
 from tfxd.direct_runner import BeamMendedExecutor
 
@@ -41,7 +43,9 @@ class Executor(BeamMendedExecutor, files.PipelineTempRemovedExecutor, tfx_evalua
             logging.info("tfxd evaluator: the baseline %s holds no model; evaluating without one",
                          [model.uri for model in baselines])
             input_dict = {key: value for key, value in input_dict.items() if key != BASELINE}
-        with example_files.batched_reads():
+        with example_files.batched_reads(), \
+                patches.applied_to_each("tfma.result_files", result_files.beam_for_tfma()), \
+                patches.applied("tfma.signatures_by_name", signature_calls.get_callable(model_util.get_callable)):
             super().Do(input_dict, output_dict, exec_properties)
         evaluation = artifact_utils.get_single_instance(output_dict[standard_component_specs.EVALUATION_KEY])
         overall: dict[str, float] = next(

@@ -196,9 +196,9 @@ def test_a_change_outside_the_table_is_seen():
 
 
 def _applied_ids(path: Path) -> list[str]:
-    """The patch ids a module applies or assigns (patches.applied("id", ...), patches.assigned("id", ...))."""
+    """The patch ids a module applies or assigns (patches.applied("id", ...), applied_to_each, assigned)."""
     return [node.args[0].value for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("patches.applied", "patches.assigned")
+            if isinstance(node, ast.Call) and ast.unparse(node.func) in ("patches.applied", "patches.applied_to_each", "patches.assigned")
             and node.args and isinstance(node.args[0], ast.Constant)]
 
 
