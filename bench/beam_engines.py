@@ -16,8 +16,8 @@ Two figures per engine, kept apart because they answer different questions:
   start to its first component is recorded for every runner: the engine's minus the DirectRunner's is
   the start-up a user sees, tfxd's own imports cancelled out.
 
-Target (the engines issue): each engine's processing within 1.5x of the DirectRunner's on this 2-core
-machine, and its start-up under 20 s (medians).
+Target (issue 65; the engines issue's was 1.5x and 20 s): processing within 1.2x (Flink) and
+1.1x (Spark) of the DirectRunner's on this 2-core machine, and each start-up at most 10 s (medians).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ ROUNDS = 3
 WORKERS = 2  # the DirectRunner's workers, Flink's parallelism, Spark's local[N]
 RUNNERS = ("direct", "flink", "spark")  # the order of each round; the first is the baseline
 FIGURE = ("ExampleGen", "StatisticsGen", "Transform")  # the components whose work Beam does
-TARGET_RATIO = 1.5
-TARGET_STARTUP_S = 20.0
+TARGET_RATIO = {"flink": 1.2, "spark": 1.1}  # issue 65 (issue 33's: 1.5 both)
+TARGET_STARTUP_S = 10.0  # issue 65 (issue 33's: 20)
 RUN_TIMEOUT_S = 3600  # then SIGTERM: tfxd stops its engine and says so; the bench fails with the log
 LISTENING = "through Beam's job server"  # pipeline/run/beam_engine.py's line once the engine listens
 # what tells the engine's own processes from Beam's DirectRunner workers, in their command lines
@@ -189,8 +189,9 @@ def run(quick: bool = False) -> dict:
             "startup_s": startup, "startup_seen_by_user_s": seen_startup,
         }
         result["targets"] += [
-            common.target(f"Beam on {runner}: processing", f"processing <= {TARGET_RATIO}x the DirectRunner's",
-                          ratio["median"] <= TARGET_RATIO),
+            common.target(f"Beam on {runner}: processing",
+                          f"processing <= {TARGET_RATIO[runner]}x the DirectRunner's",
+                          ratio["median"] <= TARGET_RATIO[runner]),
             common.target(f"Beam on {runner}: start-up", f"start-up <= {TARGET_STARTUP_S:.0f} s",
                           startup["median"] <= TARGET_STARTUP_S)]
     return result
