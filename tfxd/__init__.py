@@ -8,9 +8,11 @@ pyproject.toml maps them, for the wheel and for editable installs alike). docs/d
 the map of the floors.
 
 Every process tfxd starts imports a ``tfxd`` module, so this file is the one place that prepares
-TensorFlow's environment, before anything imports TensorFlow.
+TensorFlow's environment, before anything imports TensorFlow, and defers Beam's Google Cloud connectors
+(tfxd.deferred_imports), before anything imports Beam.
 """
 
-from tfxd import tf_env
+from tfxd import deferred_imports, tf_env
 
 tf_env.configure()
+deferred_imports.install()

@@ -113,6 +113,11 @@ PATCHES: tuple[Patch, ...] = (
           "keyword arguments only there, builds a TypeError whose message is the repr of every example, then "
           "falls back to the flat call: about a tenth of the Evaluator's worker time "
           "(components/evaluator/signature_calls.py)."),
+    Patch("beam.cloud_io_deferred", *_BEAM, ("apache_beam.io:__getattr__",),
+          "apache_beam.io's __init__ imports the BigQuery and Pub/Sub connectors (google.cloud.bigquery, "
+          "IPython's widgets): 0.7 s of Beam's 1.1 s import in every process that imports Beam, for "
+          "connectors tfxd never uses; tfxd/deferred_imports.py skips them as Beam does without Google's "
+          "libraries and this module __getattr__ imports them when one is first read."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "
