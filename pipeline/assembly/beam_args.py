@@ -68,6 +68,11 @@ def example_gen_args(spec: Spec, args: list, column_wise: bool) -> list[str]:
 # default, 0, stops them at once: Spark then starts a Python worker, TensorFlow imported, for every task
 # of every stage; kept a minute, a stage's workers serve the stages after it (bench/RESULTS.md).
 ENVIRONMENT_CACHE_MS = 60_000
+# Beam stages a `pip freeze` of the submitting Python with every job for a non-local runner
+# (apache_beam/runners/portability/stager.py, _create_stage_submission_env_dependencies): a pip subprocess,
+# ~0.6 s a job, whose file only Dataflow reads (to warn of mismatched packages); the engines' workers run
+# tfxd's own pool or the pipeline image. Beam's own experiment turns it off.
+NO_SUBMISSION_ENV = "--experiments=disable_logging_submission_environment"
 
 
 def engine_args(spec: Spec, image: str | None) -> list:
@@ -88,7 +93,7 @@ def engine_args(spec: Spec, image: str | None) -> list:
     pool = "--environment_config=" + ph.environment_variable(WORKER_POOL_ENV) if embedded else \
         f"--environment_config=localhost:{CLUSTER_WORKER_POOL_PORT}"
     args = [f"--runner={engine.beam_runner}", endpoint, "--environment_type=EXTERNAL", pool,
-            f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}"]
+            f"--environment_cache_millis={ENVIRONMENT_CACHE_MS}", NO_SUBMISSION_ENV]
     workers = engine_workers(spec) if embedded else beam.workers
     if engine.parallelism_flag and workers:
         args.append(f"{engine.parallelism_flag}={workers}")

@@ -79,7 +79,7 @@ def test_the_kubeflow_file_reaches_the_flink_job_server_in_the_cluster(tmp_path)
     for name in ("ExampleGen_executor", "StatisticsGen_executor", "Transform_executor", "Evaluator_executor"):
         assert _beam_args(spec["deploymentSpec"]["executors"][name]) == [
             "--runner=tfxd.beam_runners.FlinkRunner", "--job_endpoint=beam-flink-job-server.flink:8099",
-            "--environment_type=EXTERNAL", "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--parallelism=4",
+            "--environment_type=EXTERNAL", "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--experiments=disable_logging_submission_environment", "--parallelism=4",
             "--sdk_container_image=registry.example.com/tfxd-taxi:0.1.0"], name
 
 

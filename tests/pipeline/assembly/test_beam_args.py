@@ -63,7 +63,7 @@ def test_an_engine_started_here_is_found_through_the_environment(project):
 
     args = args_for(project, "beam: {runner: flink, workers: 2}\n")
     assert args[0] == "--runner=tfxd.beam_runners.FlinkRunner" and args[2] == "--environment_type=EXTERNAL"
-    assert args[4:] == ["--environment_cache_millis=60000", "--parallelism=2", "--sdk_worker_parallelism=2",
+    assert args[4:] == ["--environment_cache_millis=60000", "--experiments=disable_logging_submission_environment", "--parallelism=2", "--sdk_worker_parallelism=2",
                         "--sdk_container_image=none-needed-by-the-direct-runner"]
     context = placeholder_utils.ResolutionContext(exec_info=data_types.ExecutionInfo())
     env = {JOB_ENDPOINT_ENV: "127.0.0.1:1234", WORKER_POOL_ENV: "127.0.0.1:5678"}
@@ -80,7 +80,7 @@ def test_on_a_cluster_the_engine_is_the_job_server_the_spec_names(project):
                                     "'beam-flink-job-server:8099', args: [--max_parallelism=8]}\n"))).spec
     assert beam_args(spec, image="img:1") == [
         "--runner=tfxd.beam_runners.FlinkRunner", "--job_endpoint=beam-flink-job-server:8099", "--environment_type=EXTERNAL",
-        "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--parallelism=4", "--sdk_container_image=img:1",
+        "--environment_config=localhost:50000", "--environment_cache_millis=60000", "--experiments=disable_logging_submission_environment", "--parallelism=4", "--sdk_container_image=img:1",
         "--max_parallelism=8"]
 
 
