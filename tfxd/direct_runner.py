@@ -1,7 +1,7 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
 and what tfxd does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered, state_cache_off: patches of tfxd.patches), for a whole local run (beam_mended) and
+signatures_remembered, state_cache_off, sampler_wakes_often: patches of tfxd.patches), for a whole local run (beam_mended) and
 for each of tfxd's Beam executors wherever it runs (BeamMendedExecutor); how many workers its arguments
 give (parallel_workers).
 
@@ -137,11 +137,39 @@ def state_cache_off(args: list[Any]) -> Iterator[None]:
         yield
 
 
+# The longest sleep of the thread that samples a bundle's state (Beam's default: 200 ms)
+SAMPLER_PERIOD_MS = 5
+
+
+@contextlib.contextmanager
+def sampler_wakes_often() -> Iterator[None]:
+    """The state samplers of the bundles the in-process runner runs sleep at most SAMPLER_PERIOD_MS
+    (patch beam.sampler_wakes_often).
+
+    Each bundle starts a thread that samples which transform is running, sleeping 2 ms, then 1.2 times
+    longer each time up to 200 ms; the bundle ends by joining it, so it waits out the sleep under way,
+    on average a tenth of the bundle's time (apache_beam/runners/worker/statesampler_fast.pyx, run and
+    stop). Measured on a local taxi run's 124 bundles: 0.57 s in those joins, 0.11 s with 5 ms. The
+    samples are the same kind, taken more often, and counted as before (ScopedState's time)."""
+    # start-up: Beam loads lazily, and this module is on validate's path
+    from apache_beam.runners.worker import statesampler
+
+    original = statesampler.StateSampler.__init__
+
+    def sampling_often(sampler: Any, prefix: str, counter_factory: Any,
+                       sampling_period_ms: int = SAMPLER_PERIOD_MS) -> None:
+        original(sampler, prefix, counter_factory, sampling_period_ms)
+
+    with patches.applied("beam.sampler_wakes_often", sampling_often):
+        yield
+
+
 @contextlib.contextmanager
 def beam_mended(args: list[Any]) -> Iterator[None]:
     """Beam's cost per transform and per stage mended in the block, for pipelines made with ``args``:
-    signatures read once, option views made once, no state cache in memory."""
-    with signatures_remembered(), option_views_remembered(), state_cache_off(args):
+    signatures read once, option views made once, no state cache in memory, bundles that end without
+    waiting out their state sampler's sleep."""
+    with signatures_remembered(), option_views_remembered(), state_cache_off(args), sampler_wakes_often():
         yield
 
 

@@ -131,6 +131,10 @@ PATCHES: tuple[Patch, ...] = (
           "Beam's in-process runner weighs every value it caches (side inputs, iterables) by walking its object "
           "graph (objsize), every value every time, to bound a cache that in one process holds what is in "
           "memory already. Read when the runner starts its embedded worker."),
+    Patch("beam.sampler_wakes_often", *_BEAM, ("apache_beam.runners.worker.statesampler:StateSampler.__init__",),
+          "Every bundle ends by joining the thread that samples its state (statesampler_fast.pyx, stop), "
+          "which sleeps up to 200 ms at a time, ever longer as the bundle runs: a bundle waits on average "
+          "a tenth of its time for the thread to wake, with nothing else to do in one process."),
     Patch("tfx.orchestrator_pinned", *_TFX, ("tfx.orchestration.beam.beam_dag_runner:beam",),
           "TFX's BeamDagRunner makes its Beam pipeline without options (run_with_ir: beam.Pipeline()), so "
           "Beam 2.74's DirectRunner hands it to Prism: a download from GitHub, offline a failure and temporary "

@@ -24,10 +24,12 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import core, userstate
 
 from tfxd.direct_runner import (
+    SAMPLER_PERIOD_MS,
     BeamMendedExecutor,
     direct_args,
     option_views_remembered,
     parallel_workers,
+    sampler_wakes_often,
     signatures_remembered,
 )
 
@@ -170,8 +172,10 @@ class _Recorded:
 
     def Do(self, input_dict, output_dict, exec_properties):  # noqa: N802 - TFX's name
         from apache_beam.runners.portability.fn_api_runner import worker_handlers
+        from apache_beam.runners.worker import statesampler
 
-        self.seen = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
+        self.seen = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB,
+                     statesampler.StateSampler.__init__)
         return "done"
 
 
@@ -182,15 +186,19 @@ class _Mended(BeamMendedExecutor, _Recorded):
 @pytest.mark.parametrize(("mode", "cache_off"), [("in_memory", True), ("multi_processing", False)])
 def test_an_executor_runs_with_beam_mended_and_puts_it_back(mode, cache_off):
     from apache_beam.runners.portability.fn_api_runner import worker_handlers
+    from apache_beam.runners.worker import statesampler
 
-    before = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
+    def mended() -> tuple:
+        return (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB,
+                statesampler.StateSampler.__init__)
+
+    before = mended()
     executor = _Mended(direct_args(mode, 1))
     assert executor.Do({}, {}, {}) == "done"
-    signatures, views, cache = executor.seen
-    assert signatures is not before[0] and views is not before[1]
+    signatures, views, cache, sampler = executor.seen
+    assert signatures is not before[0] and views is not before[1] and sampler is not before[3]
     assert (cache == 0) is cache_off and before[2] > 0
-    after = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB)
-    assert after == before
+    assert mended() == before
 
 
 @pytest.mark.parametrize("module", ["example_gen", "statistics_gen", "transform", "evaluator"])
@@ -201,3 +209,60 @@ def test_each_of_tfxds_beam_executors_mends_beam_before_tfxs_executor_runs(modul
 
     order = importlib.import_module(f"tfxd.components.{module}.executor").Executor.__mro__
     assert order.index(BeamMendedExecutor) < order.index(BaseBeamExecutor)
+
+
+def _sampler_periods(pipeline_args: list[str]) -> list[int]:
+    """The sampling periods of the state samplers Beam's own bundle processors made for a real pipeline
+    (apache_beam/runners/worker/bundle_processor.py, BundleProcessor.__init__) run on the in-process runner,
+    its results checked."""
+    from apache_beam.runners.worker import statesampler
+
+    made: list[int] = []
+    original = statesampler.StateSampler.__init__
+
+    def recorded(sampler, *args, **kwargs):
+        original(sampler, *args, **kwargs)
+        made.append(sampler.sampling_period_ms)
+
+    with mock.patch.object(statesampler.StateSampler, "__init__", recorded), beam.Pipeline(
+            options=PipelineOptions(pipeline_args)) as pipeline:
+        assert_that(pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2) | beam.CombineGlobally(sum),
+                    equal_to([12]))
+    return made
+
+
+def test_bundles_on_the_in_process_runner_sample_their_state_every_few_milliseconds():
+    """Beam's default (200 ms, statesampler.DEFAULT_SAMPLING_PERIOD_MS) outside the block; SAMPLER_PERIOD_MS
+    in it, for every bundle processor Beam makes, with the pipeline's results unchanged; Beam's back after."""
+    from apache_beam.runners.worker import statesampler
+
+    args = direct_args("in_memory", 1)
+    before = statesampler.StateSampler.__init__
+    assert set(_sampler_periods(args)) == {statesampler.DEFAULT_SAMPLING_PERIOD_MS}
+    with sampler_wakes_often():
+        periods = _sampler_periods(args)
+    assert periods and set(periods) == {SAMPLER_PERIOD_MS} and SAMPLER_PERIOD_MS < 200
+    assert statesampler.StateSampler.__init__ is before
+    assert set(_sampler_periods(args)) == {statesampler.DEFAULT_SAMPLING_PERIOD_MS}
+
+
+def test_a_sampler_that_wakes_often_still_counts_each_transforms_milliseconds():
+    """Beam's own accounting reads the samples: time a bundle spends in one transform is counted to that
+    transform's process state (Beam's ScopedState nsecs, what its monitoring infos report), never more
+    than the time it was in it."""
+    import time
+
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    with sampler_wakes_often():
+        sampler = statesampler.StateSampler("stage", CounterFactory())
+    state = sampler.scoped_state("step", "process")
+    sampler.start()
+    began = time.monotonic()
+    with state:
+        time.sleep(0.05)
+    sampler.stop()
+    spent = time.monotonic() - began
+    assert sampler.sampling_period_ms == SAMPLER_PERIOD_MS
+    assert 0 < state.sampled_seconds() <= spent
