@@ -25,8 +25,9 @@ from tfxd.trainer_module.planner import Plan, Strategy
 
 
 def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, input_spec: dict[str, Any],
-            seed: int | None, shuffle: bool = True) -> Any:
-    """Batches of (features, label) at the plan's global batch size, repeated forever.
+            seed: int | None, shuffle: bool = True, batch_size: int | None = None) -> Any:
+    """Batches of (features, label) at the plan's global batch size (or ``batch_size``, a validation's),
+    repeated forever.
 
     ``files`` are file patterns (TFX's train_files / eval_files). Not through TFX's data accessor:
     TFXIO parses as it batches, which leaves no place for a shuffle of records over a cache."""
@@ -47,7 +48,7 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
         features = tf.io.parse_example(serialized, feature_spec)
         return features, features.pop(label)
 
-    data = records.repeat().batch(plan.global_batch_size, drop_remainder=plan.strategy is Strategy.TPU)
+    data = records.repeat().batch(batch_size or plan.global_batch_size, drop_remainder=plan.strategy is Strategy.TPU)
     data = data.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
     prefetch = input_spec["prefetch"]
     data = data.prefetch(tf.data.AUTOTUNE if prefetch == "auto" else prefetch)

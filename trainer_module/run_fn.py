@@ -53,6 +53,23 @@ def schedule(training: dict[str, Any], train_examples: int | None, global_batch:
     return epochs, math.ceil(steps / epochs)
 
 
+# A validation step at a small batch costs mostly the step itself (a call of the compiled test step, a batch
+# handed over by tf.data), not its examples' forward pass: validation reads its examples in fewer, larger
+# batches, of at most this many examples (or the global batch, where that is larger): a forward pass, with
+# no activations kept for gradients, so smaller than a training step of the global batch.
+EVAL_BATCH_EXAMPLES = 512
+
+
+def eval_schedule(eval_steps: int, global_batch: int) -> tuple[int, int]:
+    """(batch size, steps) of each validation: the spec's `eval_steps` batches of the global batch size, read
+    as fewer batches of a whole number of them (the most that divides `eval_steps` and stays within
+    EVAL_BATCH_EXAMPLES). The same examples in the same order, so Keras' metrics, means weighted by examples
+    (its loss by the batch's size), come out the same: taxi's 150 steps of 40 are 15 of 400."""
+    limit = max(global_batch, EVAL_BATCH_EXAMPLES)
+    merged = max(k for k in range(1, eval_steps + 1) if eval_steps % k == 0 and global_batch * k <= limit)
+    return global_batch * merged, eval_steps // merged
+
+
 def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.PlanRecord:
     """Train as the plan says; what was trained (the report the chief also writes beside the model), or,
     for a task that only serves a ParameterServer cluster, its plan."""
@@ -114,11 +131,12 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
         return data.dataset(fn_args.train_files, tf_output, label, plan,
                             training["input"], training.get("seed"))
 
+    eval_batch, eval_steps = eval_schedule(training["eval_steps"], plan.global_batch_size)
     eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
-                             training.get("seed"), shuffle=False)
+                             training.get("seed"), shuffle=False, batch_size=eval_batch)
     model, inputs, warm = _build_model(spec, info, plan, distribution, fn_args)
-    history, callbacks = _fit(model, train_data, eval_data, training, fn_args, config, plan, epochs,
-                              steps_per_epoch)
+    history, callbacks = _fit(model, train_data, (eval_data, eval_steps), training, fn_args, config, plan,
+                              epochs, steps_per_epoch)
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
@@ -154,10 +172,12 @@ def _build_model(spec: dict[str, Any], info: dict[str, Any], plan: planner.Plan,
     return model, inputs, warm
 
 
-def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: dict[str, Any], fn_args: Any,
-         config: TrainerCustomConfig, plan: planner.Plan, epochs: int, steps_per_epoch: int) -> tuple[Any, list[Any]]:
+def _fit(model: Any, train_data: Callable[..., Any], validation: tuple[Any, int], training: dict[str, Any],
+         fn_args: Any, config: TrainerCustomConfig, plan: planner.Plan, epochs: int,
+         steps_per_epoch: int) -> tuple[Any, list[Any]]:
     """model.fit with the spec's callbacks: Keras's history and the callbacks (the first, the progress
-    line's, keeps the history the report records). A ParameterServer strategy's coordinator takes its
+    line's, keeps the history the report records); ``validation`` is the eval data and its steps
+    (eval_schedule). A ParameterServer strategy's coordinator takes its
     train data as a DatasetCreator, which builds it on each worker."""
     import tensorflow as tf
 
@@ -171,8 +191,8 @@ def _fit(model: Any, train_data: Callable[..., Any], eval_data: Any, training: d
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext(), traced_once.steps_traced_once(
             model, plan.strategy, train):
-        history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=eval_data,
-                            validation_steps=training["eval_steps"], callbacks=callbacks, verbose=0)
+        history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=validation[0],
+                            validation_steps=validation[1], callbacks=callbacks, verbose=0)
     return history, callbacks
 
 
