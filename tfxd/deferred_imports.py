@@ -15,12 +15,24 @@ runs the block's imports the first time a name it would have bound is read: ``be
 ``beam.io.WriteToPubSub`` and the rest work as before, a second later. Any other import of those modules,
 direct or from another module, is never refused. What changes: ``from apache_beam.io import *`` no longer
 brings the connectors' names (a star import reads the module's own names); import them from their modules.
+
+TFX's tfx/components/__init__.py (TFX 1.16) imports every standard component to bind its class: the Tuner's
+keras_tuner (and through it Keras 3), the InfraValidator's Kubernetes client, the BulkInferrer's Beam
+RunInference, none of which a tfxd pipeline runs, while any import of a module under tfx.components (an
+executor, a constants module) runs that ``__init__`` first. Where tfxd is imported before TFX's components,
+the package is made with TFX's own ``__init__`` put off (patch tfx.components_deferred): its ``__all__`` is
+read from that file, and the first read of any other name from the package (``tfx.components.Trainer``, a
+star import, ``dir``) runs the file as TFX wrote it, in the package, then answers. Submodules import as
+before; only the package's own names wait, and an error the file would raise (a missing library) is raised
+at that first read instead of at the import. tfxd names classes by their own modules.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.abc
+import importlib.machinery
 import sys
 import threading
 import types
@@ -86,7 +98,88 @@ def _run_block(namespace: dict[str, Any]) -> None:
         pass  # as Beam's own block: an environment without Google's client libraries has none of them
 
 
+COMPONENTS = "tfx.components"
+
+
+class _DeferTfxComponentsInit(importlib.abc.MetaPathFinder):
+    """Finds tfx.components as Python's path finder does (once), with its ``__init__`` put off."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != COMPONENTS:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            spec.loader = _InitOnFirstRead(spec.loader)
+        return spec
+
+
+class _InitOnFirstRead(importlib.abc.Loader):
+    """TFX's loader of the package, its ``__init__`` run at the first read of a name it binds; run at once
+    if the file does more than import names and list them (another TFX than the one read for this)."""
+
+    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
+        self._loader = loader
+        self._lock, self._ran = threading.Lock(), False
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        source = self._loader.get_source(module.__name__)
+        listed = _only_imports_listed(source) if source is not None else None
+        if source is None or listed is None:
+            self._loader.exec_module(module)
+            return
+        patches.assigned("tfx.components_deferred", ast.get_docstring(ast.parse(source)), "__doc__")
+        patches.assigned("tfx.components_deferred", listed, "__all__")
+        patches.assigned("tfx.components_deferred", lambda name: self._read(module, name), "__getattr__")
+        patches.assigned("tfx.components_deferred", lambda: self._names(module), "__dir__")
+
+    def _run_init(self, module: types.ModuleType) -> None:
+        with self._lock:
+            if not self._ran:
+                code = self._loader.get_code(module.__name__)
+                assert code is not None  # exec_module read its source
+                exec(code, vars(module))  # noqa: S102 - TFX's own __init__
+                self._ran = True
+
+    def _read(self, module: types.ModuleType, name: str) -> Any:
+        if not (name.startswith("__") and name.endswith("__")):  # the file binds no other dunder name
+            self._run_init(module)
+            if name in vars(module):
+                return vars(module)[name]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    def _names(self, module: types.ModuleType) -> list[str]:
+        self._run_init(module)
+        return sorted(vars(module))
+
+
+def _only_imports_listed(source: str) -> list[str] | None:
+    """The file's ``__all__`` when all it does is a docstring, absolute imports of names and ``__all__``;
+    else None."""
+    listed = None
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ImportFrom) and node.level == 0:
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue
+        if (isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["__all__"]
+                and isinstance(node.value, ast.List)):
+            items = [item.value for item in node.value.elts
+                     if isinstance(item, ast.Constant) and isinstance(item.value, str)]
+            if len(items) == len(node.value.elts):
+                listed = [str(item) for item in items]
+                continue
+        return None
+    return listed
+
+
 def install() -> None:
-    """The hook, where Beam's io package is not imported yet (tfxd/__init__.py calls it)."""
-    if IO not in sys.modules and not any(isinstance(finder, _RefuseToBeamsIoInit) for finder in sys.meta_path):
-        sys.meta_path.insert(0, _RefuseToBeamsIoInit())
+    """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package, TFX's
+    components package."""
+    hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit))
+    for module, hook in hooks:
+        if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
+            sys.meta_path.insert(0, hook())

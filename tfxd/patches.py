@@ -135,6 +135,13 @@ PATCHES: tuple[Patch, ...] = (
           "Every bundle ends by joining the thread that samples its state (statesampler_fast.pyx, stop), "
           "which sleeps up to 200 ms at a time, ever longer as the bundle runs: a bundle waits on average "
           "a tenth of its time for the thread to wake, with nothing else to do in one process."),
+    Patch("tfx.components_deferred", *_TFX,
+          ("tfx.components:__getattr__", "tfx.components:__all__", "tfx.components:__dir__",
+           "tfx.components:__doc__"),
+          "tfx/components/__init__.py imports every standard component to bind its class, the Tuner's "
+          "keras_tuner and Keras 3, the InfraValidator's Kubernetes client and the BulkInferrer's "
+          "RunInference among them, whenever any module under tfx.components is imported; tfxd runs none of "
+          "them. tfxd/deferred_imports.py runs the file when one of its names is first read."),
     Patch("tfx.orchestrator_pinned", *_TFX, ("tfx.orchestration.beam.beam_dag_runner:beam",),
           "TFX's BeamDagRunner makes its Beam pipeline without options (run_with_ir: beam.Pipeline()), so "
           "Beam 2.74's DirectRunner hands it to Prism: a download from GitHub, offline a failure and temporary "

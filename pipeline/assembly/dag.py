@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any
 
 from google.protobuf import json_format
-from tfx.components import SchemaGen
+from tfx.components.schema_gen.component import SchemaGen
 from tfx.components.schema_gen.import_schema_gen.component import ImportSchemaGen
 from tfx.dsl.components.common.resolver import Resolver
 from tfx.dsl.experimental.conditionals.conditional import Cond

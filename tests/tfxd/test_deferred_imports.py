@@ -1,6 +1,8 @@
-"""Beam's Google Cloud connectors deferred (tfxd.deferred_imports): judged by Beam's own apache_beam.io imported
-without tfxd in a fresh process, every name it binds is read from the deferred one, the same objects, while
-importing Beam after tfxd imports no google.cloud.bigquery; a direct import of the connector is never refused."""
+"""What tfxd.deferred_imports puts off, judged by the library's own module imported without tfxd in a fresh
+process: Beam's Google Cloud connectors (every name apache_beam.io binds is read from the deferred one, the
+same objects, while importing Beam after tfxd imports no google.cloud.bigquery; a direct import of the connector
+is never refused) and TFX's tfx.components package (its __init__ run as TFX wrote it at the first read of a
+name)."""
 
 from __future__ import annotations
 
@@ -57,3 +59,65 @@ def test_a_direct_import_of_the_connector_is_not_refused():
         import apache_beam.io.gcp.bigquery as bigquery
         print(bigquery.WriteToBigQuery.__name__)
     """) == "WriteToBigQuery"
+
+
+TFXS_OWN_COMPONENTS = """
+    import json, sys
+    import tfx.components as components
+    print(json.dumps({"all": components.__all__, "doc": components.__doc__,
+                      "names": sorted(name for name in vars(components) if not name.startswith("_")),
+                      "classes": {name: [getattr(components, name).__module__, getattr(components, name).__qualname__]
+                                  for name in components.__all__},
+                      "tuner_imported": "keras_tuner" in sys.modules}))
+"""
+DEFERRED_COMPONENTS = """
+    import json, sys
+    import tfxd
+    import tfxd.pipeline.run.local_run
+    import tfxd.components.example_gen.executor, tfxd.components.statistics_gen.executor
+    import tfxd.components.transform.executor, tfxd.components.trainer.executor, tfxd.components.evaluator.executor
+    import tfx.components as components
+    left_out = [name for name in ("keras_tuner", "keras", "kubernetes", "apache_beam.ml") if name in sys.modules]
+    before = sorted(name for name in vars(components) if not name.startswith("_"))
+    doc, listed = components.__doc__, components.__all__
+    from tfx.components.tuner.component import Tuner
+    read = {name: getattr(components, name) for name in listed}  # the first read runs TFX's __init__
+    print(json.dumps({"left_out": left_out, "before": before, "all": listed, "doc": doc,
+                      "names": sorted(name for name in vars(components) if not name.startswith("_")),
+                      "classes": {name: [value.__module__, value.__qualname__] for name, value in read.items()},
+                      "same": read["Tuner"] is Tuner, "dir": sorted(set(listed) - set(dir(components)))}))
+"""
+STAR = """
+    import json
+    import tfxd
+    import tfx.components.evaluator.constants
+    from tfx.components import *
+    print(json.dumps(sorted(name for name in globals() if name[0].isupper())))
+"""
+
+
+def test_tfx_components_init_runs_as_tfx_wrote_it_at_the_first_read_of_a_name():
+    """Judged by TFX's tfx.components imported without tfxd: the same __all__, docstring, names and classes, once
+    one is read; until then a run's imports (the local runner, tfxd's executors) leave the Tuner's keras_tuner,
+    Keras 3, the Kubernetes client and Beam's RunInference out. Biting: TFX's own import loads keras_tuner."""
+    tfxs = json.loads(_python(TFXS_OWN_COMPONENTS))
+    assert tfxs["tuner_imported"] is True and "Trainer" in tfxs["all"]
+    deferred = json.loads(_python(DEFERRED_COMPONENTS))
+    assert deferred["left_out"] == []
+    assert "Trainer" not in deferred["before"] and "Tuner" not in deferred["before"]
+    assert deferred["all"] == tfxs["all"] and deferred["doc"] == tfxs["doc"]
+    assert deferred["classes"] == tfxs["classes"] and deferred["same"] is True
+    assert set(tfxs["names"]) <= set(deferred["names"]) and deferred["dir"] == []
+
+
+def test_a_star_import_of_tfx_components_binds_every_listed_class():
+    assert json.loads(_python(STAR)) == sorted(json.loads(_python(TFXS_OWN_COMPONENTS))["all"])
+
+
+def test_an_init_that_does_more_than_import_names_runs_at_once():
+    from tfxd.deferred_imports import _only_imports_listed
+
+    listed = '"""Doc."""\nfrom tfx.a import B\nfrom tfx.c import D\n__all__ = ["B", "D"]\n'
+    assert _only_imports_listed(listed) == ["B", "D"]
+    for other in ("import os\n", "B = 1\n", "from . import b\n", "if True:\n    pass\n", "__all__ = names()\n"):
+        assert _only_imports_listed(listed + other) is None, other
