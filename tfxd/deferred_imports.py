@@ -127,11 +127,12 @@ class _InitOnFirstRead(importlib.abc.Loader):
 
     def exec_module(self, module: types.ModuleType) -> None:
         source = self._loader.get_source(module.__name__)
-        listed = _only_imports_listed(source) if source is not None else None
-        if source is None or listed is None:
+        tree = ast.parse(source) if source is not None else None
+        listed = _only_imports_listed(tree) if tree is not None else None
+        if tree is None or listed is None:
             self._loader.exec_module(module)
             return
-        patches.assigned("tfx.components_deferred", ast.get_docstring(ast.parse(source)), "__doc__")
+        patches.assigned("tfx.components_deferred", ast.get_docstring(tree), "__doc__")
         patches.assigned("tfx.components_deferred", listed, "__all__")
         patches.assigned("tfx.components_deferred", lambda name: self._read(module, name), "__getattr__")
         patches.assigned("tfx.components_deferred", lambda: self._names(module), "__dir__")
@@ -156,11 +157,11 @@ class _InitOnFirstRead(importlib.abc.Loader):
         return sorted(vars(module))
 
 
-def _only_imports_listed(source: str) -> list[str] | None:
+def _only_imports_listed(tree: ast.Module) -> list[str] | None:
     """The file's ``__all__`` when all it does is a docstring, absolute imports of names and ``__all__``;
     else None."""
     listed = None
-    for node in ast.parse(source).body:
+    for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.level == 0:
             continue
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):

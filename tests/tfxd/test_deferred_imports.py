@@ -115,9 +115,11 @@ def test_a_star_import_of_tfx_components_binds_every_listed_class():
 
 
 def test_an_init_that_does_more_than_import_names_runs_at_once():
+    import ast
+
     from tfxd.deferred_imports import _only_imports_listed
 
     listed = '"""Doc."""\nfrom tfx.a import B\nfrom tfx.c import D\n__all__ = ["B", "D"]\n'
-    assert _only_imports_listed(listed) == ["B", "D"]
+    assert _only_imports_listed(ast.parse(listed)) == ["B", "D"]
     for other in ("import os\n", "B = 1\n", "from . import b\n", "if True:\n    pass\n", "__all__ = names()\n"):
-        assert _only_imports_listed(listed + other) is None, other
+        assert _only_imports_listed(ast.parse(listed + other)) is None, other

@@ -258,8 +258,8 @@ def test_a_sampler_that_wakes_often_still_counts_each_transforms_milliseconds():
     with sampler_wakes_often():
         sampler = statesampler.StateSampler("stage", CounterFactory())
     state = sampler.scoped_state("step", "process")
+    began = time.monotonic()  # before the sampling thread starts: it counts from its own start
     sampler.start()
-    began = time.monotonic()
     with state:
         time.sleep(0.05)
     sampler.stop()
