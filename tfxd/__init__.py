@@ -8,8 +8,9 @@ pyproject.toml maps them, for the wheel and for editable installs alike). docs/d
 the map of the floors.
 
 Every process tfxd starts imports a ``tfxd`` module, so this file is the one place that prepares
-TensorFlow's environment, before anything imports TensorFlow, and defers Beam's Google Cloud connectors and
-TFX's components package's own imports (tfxd.deferred_imports), before anything imports Beam or TFX.
+TensorFlow's environment, before anything imports TensorFlow, and defers Beam's Google Cloud connectors,
+TFX's components package's own imports and TFMA's Rouge metric (tfxd.deferred_imports), before anything
+imports Beam, TFX or TFMA.
 """
 
 from tfxd import deferred_imports, tf_env

@@ -25,6 +25,15 @@ read from that file, and the first read of any other name from the package (``tf
 star import, ``dir``) runs the file as TFX wrote it, in the package, then answers. Submodules import as
 before; only the package's own names wait, and an error the file would raise (a missing library) is raised
 at that first read instead of at the import. tfxd names classes by their own modules.
+
+TFMA's tensorflow_model_analysis/metrics/__init__.py (TFMA 0.47) imports its Rouge metric's module, which
+imports NLTK (and through it scikit-learn) and rouge_score: 0.3 s of every process that imports TFMA, and
+TFX's component specs import TFMA, for a text metric no tfxd spec asks for. Where tfxd is imported first,
+that import binds the module with its body put off (patch tfma.rouge_deferred): the first read of a name
+from it, or TFMA's registry asked for a class the body registers (``is_registered_metric``, or ``in``,
+``[]`` or ``get`` on ``registered_metrics()``, as TFMA's metric_specs asks before it makes a metric from an
+EvalConfig), runs the body as TFMA wrote it. What changes: ``registered_metrics()`` listed whole before
+then holds no Rouge.
 """
 
 from __future__ import annotations
@@ -54,19 +63,20 @@ class _RefuseToBeamsIoInit(importlib.abc.MetaPathFinder):
     """Refuses REFUSED to apache_beam.io's ``__init__`` (once), giving apache_beam.io the ``__getattr__``."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name != REFUSED or not _imported_by_beams_io_init():
+        if name != REFUSED or not _imported_by(IO):
             return None
         sys.meta_path.remove(self)
         patches.assigned("beam.cloud_io_deferred", _cloud_names)
         raise ImportError(f"{REFUSED} deferred by tfxd until apache_beam.io is asked for it (tfxd.deferred_imports)")
 
 
-def _imported_by_beams_io_init() -> bool:
+def _imported_by(module: str) -> bool:
+    """Whether the import under way is a statement of ``module``'s own body (its file run as it is imported)."""
     frame: types.FrameType | None = sys._getframe(1)
     for _ in range(FRAMES_LOOKED_AT):
         if frame is None:
             return False
-        if frame.f_globals.get("__name__") == IO and frame.f_code.co_name == "<module>":
+        if frame.f_globals.get("__name__") == module and frame.f_code.co_name == "<module>":
             return True
         frame = frame.f_back
     return False
@@ -177,10 +187,116 @@ def _only_imports_listed(tree: ast.Module) -> list[str] | None:
     return listed
 
 
+ROUGE, TFMA_METRICS = "tensorflow_model_analysis.metrics.rouge", "tensorflow_model_analysis.metrics"
+REGISTRY = "tensorflow_model_analysis.metrics.metric_types"
+
+
+class _DeferTfmaRouge(importlib.abc.MetaPathFinder):
+    """Finds TFMA's Rouge module as Python's path finder does (once), when tensorflow_model_analysis.metrics'
+    own ``__init__`` imports it, with the module's body put off until it is used."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != ROUGE or not _imported_by(TFMA_METRICS):
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            spec.loader = _RunOnFirstUse(spec.loader)
+        return spec
+
+
+class _RunOnFirstUse(importlib.abc.Loader):
+    """TFMA's loader of the Rouge module, its body run at the first read of a name from the module, or when
+    TFMA's metric registry is asked for a class the body registers (read from its source); run at once if
+    the source registers none (another TFMA than the one read for this)."""
+
+    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
+        self._loader = loader
+        self._lock, self._ran = threading.Lock(), False
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        source = self._loader.get_source(module.__name__)
+        pending = _registered_by(ast.parse(source)) if source is not None else frozenset()
+        if not pending:
+            self._loader.exec_module(module)
+            return
+        registry = importlib.import_module(REGISTRY)
+        registered, is_registered = registry.registered_metrics, registry.is_registered_metric
+
+        def run() -> None:
+            with self._lock:
+                if not self._ran:
+                    self._ran = True
+                    self._loader.exec_module(module)
+
+        def read(name: str) -> Any:
+            if not (name.startswith("__") and name.endswith("__")):
+                run()
+                if name in vars(module):
+                    return vars(module)[name]
+            raise AttributeError(f"module {ROUGE!r} has no attribute {name!r}")
+
+        def is_registered_metric(name: str) -> bool:
+            if name in pending:
+                run()
+            return bool(is_registered(name))
+
+        def names() -> list[str]:
+            run()
+            return sorted(vars(module))
+
+        patches.assigned("tfma.rouge_deferred", read, "__getattr__")
+        patches.assigned("tfma.rouge_deferred", names, "__dir__")
+        patches.assigned("tfma.rouge_deferred", lambda: _RegistryRunOnAsk(registered(), pending, run, registered),
+                         "registered_metrics")
+        patches.assigned("tfma.rouge_deferred", is_registered_metric, "is_registered_metric")
+
+
+def _registered_by(tree: ast.Module) -> frozenset[str]:
+    """The classes a module's body registers with TFMA (``metric_types.register_metric(Name)`` statements)."""
+    return frozenset(
+        node.value.args[0].id for node in tree.body
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+        and ast.unparse(node.value.func).endswith("register_metric")
+        and len(node.value.args) == 1 and isinstance(node.value.args[0], ast.Name))
+
+
+class _RegistryRunOnAsk(dict[str, Any]):
+    """TFMA's ``registered_metrics()``, a copy of its registry: asked whether it holds a class the put-off
+    module registers (``in``, ``[]``, ``get``), it runs that module first and answers from the registry as it
+    is then. Listed whole (iterated, copied into Keras's custom objects), it holds what is registered so far."""
+
+    def __init__(self, found: dict[str, Any], pending: frozenset[str], run: Any, registered: Any) -> None:
+        super().__init__(found)
+        self._pending, self._run, self._registered = pending, run, registered
+
+    def _ask(self, key: object) -> None:
+        if key in self._pending and not super().__contains__(key):
+            self._run()
+            self.update(self._registered())
+
+    def __contains__(self, key: object) -> bool:
+        self._ask(key)
+        return super().__contains__(key)
+
+    def __missing__(self, key: str) -> Any:
+        self._ask(key)
+        if super().__contains__(key):
+            return super().__getitem__(key)
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._ask(key)
+        return super().get(key, default)
+
+
 def install() -> None:
     """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package, TFX's
-    components package."""
-    hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit))
+    components package, TFMA's Rouge metric."""
+    hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge))
     for module, hook in hooks:
         if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
             sys.meta_path.insert(0, hook())

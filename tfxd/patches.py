@@ -113,6 +113,14 @@ PATCHES: tuple[Patch, ...] = (
           "keyword arguments only there, builds a TypeError whose message is the repr of every example, then "
           "falls back to the flat call: about a tenth of the Evaluator's worker time "
           "(components/evaluator/signature_calls.py)."),
+    Patch("tfma.rouge_deferred", "tensorflow_model_analysis", "0.47.1",
+          ("tensorflow_model_analysis.metrics.rouge:__getattr__", "tensorflow_model_analysis.metrics.rouge:__dir__",
+           "tensorflow_model_analysis.metrics.metric_types:registered_metrics",
+           "tensorflow_model_analysis.metrics.metric_types:is_registered_metric"),
+          "tensorflow_model_analysis/metrics/__init__.py imports its Rouge metric's module, which imports NLTK "
+          "(and through it scikit-learn) and rouge_score: 0.28 s of every process that imports TFMA, which "
+          "TFX's component specs do, for a text metric no tfxd spec asks for. tfxd/deferred_imports.py runs "
+          "the module when one of its names or the Rouge class is first asked for."),
     Patch("beam.cloud_io_deferred", *_BEAM, ("apache_beam.io:__getattr__",),
           "apache_beam.io's __init__ imports the BigQuery and Pub/Sub connectors (google.cloud.bigquery, "
           "IPython's widgets): 0.7 s of Beam's 1.1 s import in every process that imports Beam, for "

@@ -77,7 +77,8 @@ DEFERRED_COMPONENTS = """
     import tfxd.components.example_gen.executor, tfxd.components.statistics_gen.executor
     import tfxd.components.transform.executor, tfxd.components.trainer.executor, tfxd.components.evaluator.executor
     import tfx.components as components
-    left_out = [name for name in ("keras_tuner", "keras", "kubernetes", "apache_beam.ml") if name in sys.modules]
+    left_out = [name for name in ("keras_tuner", "keras", "kubernetes", "apache_beam.ml", "nltk", "sklearn")
+                if name in sys.modules]
     before = sorted(name for name in vars(components) if not name.startswith("_"))
     doc, listed = components.__doc__, components.__all__
     from tfx.components.tuner.component import Tuner
@@ -99,7 +100,7 @@ STAR = """
 def test_tfx_components_init_runs_as_tfx_wrote_it_at_the_first_read_of_a_name():
     """Judged by TFX's tfx.components imported without tfxd: the same __all__, docstring, names and classes, once
     one is read; until then a run's imports (the local runner, tfxd's executors) leave the Tuner's keras_tuner,
-    Keras 3, the Kubernetes client and Beam's RunInference out. Biting: TFX's own import loads keras_tuner."""
+    Keras 3, the Kubernetes client, Beam's RunInference and NLTK (TFMA's Rouge) out. Biting: TFX's own import loads keras_tuner."""
     tfxs = json.loads(_python(TFXS_OWN_COMPONENTS))
     assert tfxs["tuner_imported"] is True and "Trainer" in tfxs["all"]
     deferred = json.loads(_python(DEFERRED_COMPONENTS))
@@ -123,3 +124,59 @@ def test_an_init_that_does_more_than_import_names_runs_at_once():
     assert _only_imports_listed(ast.parse(listed)) == ["B", "D"]
     for other in ("import os\n", "B = 1\n", "from . import b\n", "if True:\n    pass\n", "__all__ = names()\n"):
         assert _only_imports_listed(ast.parse(listed + other)) is None, other
+
+
+ROUGE = """
+    import json, sys
+    {tfxd}
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.metrics import metric_specs, metric_types
+    imported = "nltk" in sys.modules
+    listed_before = sorted(metric_types.registered_metrics())
+    others = [metric_types.is_registered_metric("BinaryAccuracy"), "AUC" in metric_types.registered_metrics(),
+              "NoSuchMetric" in metric_types.registered_metrics(), metric_types.is_registered_metric("NoSuch")]
+    quiet = "nltk" not in sys.modules
+    config = tfma.MetricConfig(class_name="Rouge", config=json.dumps({{"rouge_type": "rouge2"}}))
+    made = metric_specs.metric_instance(config)  # TFMA's own path from an EvalConfig's metric to its class
+    cls = metric_types.registered_metrics()["Rouge"]
+    print(json.dumps({{"imported": imported, "quiet": quiet, "others": others,
+                      "rouge_before": "Rouge" in listed_before, "made": [type(made).__module__, type(made).__name__,
+                      made.name, made.get_config()], "same": cls is tfma.metrics.rouge.Rouge,
+                      "listed": sorted(metric_types.registered_metrics()),
+                      "registered": metric_types.is_registered_metric("Rouge"), "now": "nltk" in sys.modules}}))
+"""
+
+
+def test_tfmas_rouge_runs_when_it_is_asked_for_as_tfma_would_make_it():
+    """Judged by TFMA imported without tfxd (which imports NLTK at once: the judge bites on that): importing TFMA
+    after tfxd leaves NLTK out while other metrics are looked up; TFMA's own metric_instance makes the same Rouge
+    from an EvalConfig's metric, the registry then lists what TFMA's own lists, and the class is the module's."""
+    tfmas = json.loads(_python(ROUGE.format(tfxd="")))
+    assert tfmas["imported"] is True and tfmas["rouge_before"] is True
+    deferred = json.loads(_python(ROUGE.format(tfxd="import tfxd")))
+    assert deferred["imported"] is False and deferred["quiet"] is True and deferred["rouge_before"] is False
+    assert deferred["others"] == tfmas["others"] == [True, True, False, False]
+    assert deferred["made"] == tfmas["made"] and deferred["made"][1] == "Rouge" and deferred["made"][2] == "rouge2"
+    assert deferred["listed"] == tfmas["listed"] and deferred["same"] is True and deferred["registered"] is True
+    assert deferred["now"] is True
+
+
+def test_dir_of_the_rouge_module_runs_it():
+    assert _python("""
+        import sys
+        import tfxd
+        from tensorflow_model_analysis.metrics import metric_types, rouge
+        before = "nltk" in sys.modules
+        names = dir(rouge)
+        print(before, "Rouge" in names, "nltk" in sys.modules, rouge.Rouge is metric_types.registered_metrics()["Rouge"])
+    """) == "False True True True"
+
+
+def test_a_rouge_module_that_registers_nothing_runs_at_once():
+    import ast
+
+    from tfxd.deferred_imports import _registered_by
+
+    source = "from m import metric_types\nclass Rouge: pass\nmetric_types.register_metric(Rouge)\n"
+    assert _registered_by(ast.parse(source)) == {"Rouge"}
+    assert _registered_by(ast.parse("class Rouge: pass\n")) == frozenset()
