@@ -126,6 +126,12 @@ PATCHES: tuple[Patch, ...] = (
           "IPython's widgets): 0.7 s of Beam's 1.1 s import in every process that imports Beam, for "
           "connectors tfxd never uses; tfxd/deferred_imports.py skips them as Beam does without Google's "
           "libraries and this module __getattr__ imports them when one is first read."),
+    Patch("beam.direct_workers_forked", *_BEAM,
+          ("apache_beam.transforms.environments:SubprocessSDKEnvironment.from_command_string",),
+          "The DirectRunner's multi_processing mode starts every worker of every pipeline as a new Python "
+          "(fn_runner.FnApiRunner.run_pipeline), which imports Beam, TensorFlow and the component's TFX library "
+          "before its first bundle: about 4 s a component on 2 cores. Where a run started tfxd's SDK worker "
+          "pool, the runner asks it for forked workers through Beam's own external environment."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "

@@ -38,6 +38,7 @@ from tfxd.beam_engines import (
     home,
     java,
 )
+from tfxd.direct_runner import parallel_workers
 from tfxd.pipeline.assembly.beam_args import engine_workers
 from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
@@ -123,11 +124,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         os.makedirs(tempfile.tempdir)
         worker_log = pool = pool_process = None
         if embedded:
-            worker_log = os.path.join(log_dir, "sdk-workers.log")
-            pool = f"127.0.0.1:{_free_port()}"
-            pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log,
-                                       dict(os.environ))  # the run's: TF_USE_LEGACY_KERAS, the user's PYTHONPATH
-            _wait_listening(pool, group, "the SDK worker pool", worker_log)
+            pool, pool_process, worker_log = _pool_started(group, log_dir)
         job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
         endpoint = f"127.0.0.1:{_free_port()}"
         master = master or engine.embedded_master(workers)
@@ -153,6 +150,51 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+@contextlib.contextmanager
+def direct_workers_pooled(args: list, log_dir: str) -> Iterator[str | None]:
+    """tfxd's SDK worker pool for the body, its address in the environment, where ``args`` (a pipeline's
+    Beam arguments) start the DirectRunner's worker processes (multi_processing): the runner then forks its
+    workers from the pool (tfxd.direct_runner.workers_forked) instead of starting a Python for each, every
+    pipeline. The pool loads the workers' libraries while the run's first components run. The log of the
+    pool and its workers is in ``log_dir``; the address (None: no pool)."""
+    if not forks_workers(args):
+        yield None
+        return
+    group = _Processes()
+    saved = os.environ.get(WORKER_POOL_ENV)
+    try:
+        pool, _, _ = _pool_started(group, log_dir)
+        os.environ[WORKER_POOL_ENV] = pool
+        yield pool
+    finally:
+        group.stop()
+        if saved is None:
+            os.environ.pop(WORKER_POOL_ENV, None)
+        else:
+            os.environ[WORKER_POOL_ENV] = saved
+
+
+def forks_workers(args: list) -> bool:
+    """Whether ``args`` run Beam's in-process runner with worker processes (multi_processing)."""
+    # start-up: Beam loads lazily (a replay imports this module)
+    from apache_beam.options.pipeline_options import DirectOptions, PipelineOptions
+
+    given = [arg for arg in args if isinstance(arg, str)]  # an engine's are TFX placeholders too
+    mode = PipelineOptions(given).view_as(DirectOptions).direct_running_mode
+    return mode == "multi_processing" and parallel_workers(given) > 1
+
+
+def _pool_started(group: _Processes, log_dir: str) -> tuple[str, subprocess.Popen, str]:
+    """tfxd's SDK worker pool, started in ``group`` and listening: its address, process and log."""
+    os.makedirs(log_dir, exist_ok=True)
+    worker_log = os.path.join(log_dir, "sdk-workers.log")
+    pool = f"127.0.0.1:{_free_port()}"
+    pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log,
+                               dict(os.environ))  # the run's: TF_USE_LEGACY_KERAS, the user's PYTHONPATH
+    _wait_listening(pool, group, "the SDK worker pool", worker_log)
+    return pool, pool_process, worker_log
 
 
 def _worker_pool_command(address: str) -> list[str]:

@@ -233,7 +233,8 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            with libraries_mended(tfx, loaded.spec.targets.local.orchestrator):
+            with beam_engine.direct_workers_pooled(tfx.beam_pipeline_args, os.path.dirname(paths.log)), \
+                    libraries_mended(tfx, loaded.spec.targets.local.orchestrator):
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc

@@ -1,0 +1,112 @@
+"""The DirectRunner's worker processes forked from tfxd's SDK worker pool in a local run
+(pipeline/run/beam_engine.py, direct_workers_pooled; tfxd/direct_runner.py, workers_forked).
+
+The judge is Beam's own in-process runner in multi_processing mode, which asks the pool for its workers
+through its external environment (fn_api_runner/worker_handlers.py, ExternalWorkerHandler.start_worker)
+and hands them the pipeline's bundles. The negative case: the same pipeline without a pool, whose workers
+are the new Pythons Beam starts (`python -m apache_beam.runners.worker.sdk_worker_main`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from tfxd.beam_engines import WORKER_POOL_ENV
+from tfxd.direct_runner import direct_args, workers_forked
+from tfxd.pipeline.run.beam_engine import direct_workers_pooled, forks_workers
+
+ARGS = [*direct_args("multi_processing", 2), "--no_pipeline_type_check"]
+
+
+def _run(folder) -> list[list]:
+    """An 8-element pipeline on the DirectRunner with 2 worker processes: for each element, what its worker
+    was (pid, parent, name, TensorFlow loaded before the job), from a file the worker wrote in ``folder``."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+    from apache_beam.testing.util import assert_that, equal_to
+
+    folder.mkdir()
+    where = str(folder)
+
+    def where_it_ran(element):  # a closure: pickled by value, the workers need not import the tests
+        with open("/proc/self/comm") as comm:
+            name = comm.read().strip()
+        loaded = "tensorflow" in sys.modules
+        with open(os.path.join(where, str(element)), "w") as out:
+            json.dump([os.getpid(), os.getppid(), name, loaded], out)
+        return element * element
+
+    with beam.Pipeline(options=PipelineOptions(ARGS)) as pipeline:
+        squares = pipeline | beam.Create(range(8)) | beam.Reshuffle() | beam.Map(where_it_ran)
+        assert_that(squares, equal_to([n * n for n in range(8)]))
+    return [json.loads((folder / str(n)).read_text()) for n in range(8)]
+
+
+def _listening(address: str) -> bool:
+    host, port = address.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(300)
+def test_a_runs_direct_workers_are_forked_from_its_pool(tmp_path):
+    logs = tmp_path / "logs"
+    with direct_workers_pooled(ARGS, str(logs)) as pool, workers_forked():
+        assert pool and os.environ[WORKER_POOL_ENV] == pool
+        ran = _run(tmp_path / "pooled")
+    assert all(name.startswith("sdk worker_") and loaded for _, _, name, loaded in ran)  # forked, libraries in
+    assert len({parent for _, parent, _, _ in ran}) == 1 and ran[0][1] != os.getpid()  # all the pool's children
+    assert 1 <= len({pid for pid, _, _, _ in ran}) <= 2  # the runner's two workers
+    said = (logs / "sdk-workers.log").read_text(errors="replace")
+    assert "libraries loaded in" in said and said.count("started worker") == 2
+    assert WORKER_POOL_ENV not in os.environ and not _listening(pool)  # the pool ended with the block
+    assert not os.path.exists(f"/proc/{ran[0][1]}")
+
+    with workers_forked():  # no pool: Beam's own worker processes, each a new Python
+        ran = _run(tmp_path / "beams")
+    assert all(name == "python" and not loaded for _, _, name, loaded in ran)  # started through /bin/sh
+
+
+@pytest.mark.parametrize(("args", "pooled"), [
+    (direct_args("multi_processing", 2), True),
+    (direct_args("multi_processing", 1), False),  # one worker process: Beam's, as before
+    (direct_args("in_memory", 1), False),
+    ([*direct_args("multi_processing", 2), "--direct_running_mode=multi_threading"], False),  # the last flag
+    (["--runner=PortableRunner", "--job_endpoint=localhost:8099", object()], False),  # an engine's, a placeholder
+])
+def test_a_pool_is_started_only_for_the_direct_runners_worker_processes(args, pooled):
+    assert forks_workers(args) is pooled
+
+
+@pytest.mark.timeout(600)
+def test_a_local_run_with_worker_processes_forks_them_from_its_pool(tmp_path_factory):
+    """`tfxd run` with beam.workers: 2: StatisticsGen's two workers come from the run's pool (its log in the
+    run's logs), and TFDV reads the statistics they computed, every row of the taxi CSV counted."""
+    import glob
+
+    import tensorflow_data_validation as tfdv
+
+    from tests.pipeline.run.test_run_taxi import example_project, statuses, summaries, tfxd
+
+    folder = example_project(tmp_path_factory, "taxi")
+    result = tfxd("run", "taxi.yaml", "--to", "StatisticsGen", "--set", "beam.workers=2", cwd=folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    [summary] = summaries(folder)
+    assert statuses(summary) == {"ExampleGen": "ran", "StatisticsGen": "ran"}
+    [log] = glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "runs" / "*" / "logs" / "sdk-workers.log"))
+    said = Path(log).read_text(errors="replace")
+    assert "libraries loaded in" in said and said.count("started worker") == 2, said[-2000:]
+    rows = len((folder / "data" / "taxi" / "data.csv").read_text().splitlines()) - 1
+    counted = 0
+    for path in glob.glob(str(folder / "tfxd-runs" / "taxi-tips" / "pipeline" / "StatisticsGen" / "statistics"
+                              / "*" / "Split-*" / "FeatureStats.pb")):
+        counted += tfdv.load_stats_binary(path).datasets[0].num_examples
+    assert counted == rows
