@@ -108,25 +108,27 @@ def _run_block(namespace: dict[str, Any]) -> None:
         pass  # as Beam's own block: an environment without Google's client libraries has none of them
 
 
-COMPONENTS = "tfx.components"
+class _FindWithBodyPutOff(importlib.abc.MetaPathFinder):
+    """Finds the module MODULE as Python's path finder does (once), when IMPORTER's own body imports it (None:
+    any importer), with its loader wrapped in LOADER, which puts the module's body off."""
 
-
-class _DeferTfxComponentsInit(importlib.abc.MetaPathFinder):
-    """Finds tfx.components as Python's path finder does (once), with its ``__init__`` put off."""
+    MODULE: str
+    IMPORTER: str | None = None
+    LOADER: type[_BodyOnFirstRead]
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name != COMPONENTS:
+        if name != self.MODULE or (self.IMPORTER is not None and not _imported_by(self.IMPORTER)):
             return None
         sys.meta_path.remove(self)
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
-            spec.loader = _InitOnFirstRead(spec.loader)
+            spec.loader = self.LOADER(spec.loader)
         return spec
 
 
-class _InitOnFirstRead(importlib.abc.Loader):
-    """TFX's loader of the package, its ``__init__`` run at the first read of a name it binds; run at once
-    if the file does more than import names and list them (another TFX than the one read for this)."""
+class _BodyOnFirstRead(importlib.abc.Loader):
+    """A module's own loader whose body runs later, once: the first thread to ask runs it, the others wait
+    for it; a body that raised runs again at the next ask (and raises again)."""
 
     def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
         self._loader = loader
@@ -134,6 +136,30 @@ class _InitOnFirstRead(importlib.abc.Loader):
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self._loader.create_module(spec)
+
+    def run(self, module: types.ModuleType) -> None:
+        with self._lock:
+            if not self._ran:
+                self._loader.exec_module(module)  # the body as its library wrote it
+                self._ran = True
+
+    def read(self, module: types.ModuleType, name: str) -> Any:
+        """The module's ``__getattr__``: its body run, then ``name`` as the body bound it."""
+        if not (name.startswith("__") and name.endswith("__")):  # the bodies bind no other dunder name
+            self.run(module)
+            if name in vars(module):
+                return vars(module)[name]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    def names(self, module: types.ModuleType) -> list[str]:
+        """The module's ``__dir__``: its body run, then its names."""
+        self.run(module)
+        return sorted(vars(module))
+
+
+class _InitOnFirstRead(_BodyOnFirstRead):
+    """TFX's loader of the package, its ``__init__`` run at the first read of a name it binds; run at once
+    if the file does more than import names and list them (another TFX than the one read for this)."""
 
     def exec_module(self, module: types.ModuleType) -> None:
         source = self._loader.get_source(module.__name__)
@@ -144,27 +170,17 @@ class _InitOnFirstRead(importlib.abc.Loader):
             return
         patches.assigned("tfx.components_deferred", ast.get_docstring(tree), "__doc__")
         patches.assigned("tfx.components_deferred", listed, "__all__")
-        patches.assigned("tfx.components_deferred", lambda name: self._read(module, name), "__getattr__")
-        patches.assigned("tfx.components_deferred", lambda: self._names(module), "__dir__")
+        patches.assigned("tfx.components_deferred", lambda name: self.read(module, name), "__getattr__")
+        patches.assigned("tfx.components_deferred", lambda: self.names(module), "__dir__")
 
-    def _run_init(self, module: types.ModuleType) -> None:
-        with self._lock:
-            if not self._ran:
-                code = self._loader.get_code(module.__name__)
-                assert code is not None  # exec_module read its source
-                exec(code, vars(module))  # noqa: S102 - TFX's own __init__
-                self._ran = True
 
-    def _read(self, module: types.ModuleType, name: str) -> Any:
-        if not (name.startswith("__") and name.endswith("__")):  # the file binds no other dunder name
-            self._run_init(module)
-            if name in vars(module):
-                return vars(module)[name]
-        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+COMPONENTS = "tfx.components"
 
-    def _names(self, module: types.ModuleType) -> list[str]:
-        self._run_init(module)
-        return sorted(vars(module))
+
+class _DeferTfxComponentsInit(_FindWithBodyPutOff):
+    """tfx.components, with its ``__init__`` put off."""
+
+    MODULE, LOADER = COMPONENTS, _InitOnFirstRead
 
 
 def _only_imports_listed(tree: ast.Module) -> list[str] | None:
@@ -191,31 +207,10 @@ ROUGE, TFMA_METRICS = "tensorflow_model_analysis.metrics.rouge", "tensorflow_mod
 REGISTRY = "tensorflow_model_analysis.metrics.metric_types"
 
 
-class _DeferTfmaRouge(importlib.abc.MetaPathFinder):
-    """Finds TFMA's Rouge module as Python's path finder does (once), when tensorflow_model_analysis.metrics'
-    own ``__init__`` imports it, with the module's body put off until it is used."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name != ROUGE or not _imported_by(TFMA_METRICS):
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
-            spec.loader = _RunOnFirstUse(spec.loader)
-        return spec
-
-
-class _RunOnFirstUse(importlib.abc.Loader):
+class _RunOnFirstUse(_BodyOnFirstRead):
     """TFMA's loader of the Rouge module, its body run at the first read of a name from the module, or when
     TFMA's metric registry is asked for a class the body registers (read from its source); run at once if
     the source registers none (another TFMA than the one read for this)."""
-
-    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
-        self._loader = loader
-        self._lock, self._ran = threading.Lock(), False
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self._loader.create_module(spec)
 
     def exec_module(self, module: types.ModuleType) -> None:
         source = self._loader.get_source(module.__name__)
@@ -227,32 +222,25 @@ class _RunOnFirstUse(importlib.abc.Loader):
         registered, is_registered = registry.registered_metrics, registry.is_registered_metric
 
         def run() -> None:
-            with self._lock:
-                if not self._ran:
-                    self._ran = True
-                    self._loader.exec_module(module)
-
-        def read(name: str) -> Any:
-            if not (name.startswith("__") and name.endswith("__")):
-                run()
-                if name in vars(module):
-                    return vars(module)[name]
-            raise AttributeError(f"module {ROUGE!r} has no attribute {name!r}")
+            self.run(module)
 
         def is_registered_metric(name: str) -> bool:
             if name in pending:
                 run()
             return bool(is_registered(name))
 
-        def names() -> list[str]:
-            run()
-            return sorted(vars(module))
-
-        patches.assigned("tfma.rouge_deferred", read, "__getattr__")
-        patches.assigned("tfma.rouge_deferred", names, "__dir__")
+        patches.assigned("tfma.rouge_deferred", lambda name: self.read(module, name), "__getattr__")
+        patches.assigned("tfma.rouge_deferred", lambda: self.names(module), "__dir__")
         patches.assigned("tfma.rouge_deferred", lambda: _RegistryRunOnAsk(registered(), pending, run, registered),
                          "registered_metrics")
         patches.assigned("tfma.rouge_deferred", is_registered_metric, "is_registered_metric")
+
+
+class _DeferTfmaRouge(_FindWithBodyPutOff):
+    """TFMA's Rouge module, when tensorflow_model_analysis.metrics' own ``__init__`` imports it, with its body
+    put off until it is used."""
+
+    MODULE, IMPORTER, LOADER = ROUGE, TFMA_METRICS, _RunOnFirstUse
 
 
 def _registered_by(tree: ast.Module) -> frozenset[str]:

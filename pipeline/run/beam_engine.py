@@ -145,11 +145,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         group.stop()
         tempfile.tempdir = saved_tempdir
         shutil.rmtree(scratch, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        _environ_put_back(saved)
 
 
 @contextlib.contextmanager
@@ -163,17 +159,23 @@ def direct_workers_pooled(args: list, log_dir: str) -> Iterator[str | None]:
         yield None
         return
     group = _Processes()
-    saved = os.environ.get(WORKER_POOL_ENV)
+    saved = {WORKER_POOL_ENV: os.environ.get(WORKER_POOL_ENV)}
     try:
         pool, _, _ = _pool_started(group, log_dir)
         os.environ[WORKER_POOL_ENV] = pool
         yield pool
     finally:
         group.stop()
-        if saved is None:
-            os.environ.pop(WORKER_POOL_ENV, None)
+        _environ_put_back(saved)
+
+
+def _environ_put_back(saved: dict[str, str | None]) -> None:
+    """The environment's variables as ``saved`` has them (None: unset)."""
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
         else:
-            os.environ[WORKER_POOL_ENV] = saved
+            os.environ[key] = value
 
 
 def forks_workers(args: list) -> bool:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.pipeline.run.test_sdk_worker_pool import _listening
 from tfxd.beam_engines import WORKER_POOL_ENV
 from tfxd.direct_runner import direct_args, workers_forked
 from tfxd.pipeline.run.beam_engine import direct_workers_pooled, forks_workers
@@ -47,15 +47,6 @@ def _run(folder) -> list[list]:
     return [json.loads((folder / str(n)).read_text()) for n in range(8)]
 
 
-def _listening(address: str) -> bool:
-    host, port = address.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 @pytest.mark.timeout(300)
 def test_a_runs_direct_workers_are_forked_from_its_pool(tmp_path):
     logs = tmp_path / "logs"
@@ -67,7 +58,7 @@ def test_a_runs_direct_workers_are_forked_from_its_pool(tmp_path):
     assert 1 <= len({pid for pid, _, _, _ in ran}) <= 2  # the runner's two workers
     said = (logs / "sdk-workers.log").read_text(errors="replace")
     assert "libraries loaded in" in said and said.count("started worker") == 2
-    assert WORKER_POOL_ENV not in os.environ and not _listening(pool)  # the pool ended with the block
+    assert WORKER_POOL_ENV not in os.environ and not _listening(int(pool.rsplit(":", 1)[1]))  # ended with the block
     assert not os.path.exists(f"/proc/{ran[0][1]}")
 
     with workers_forked():  # no pool: Beam's own worker processes, each a new Python
