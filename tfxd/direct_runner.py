@@ -1,7 +1,8 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
 and what tfxd does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered, state_cache_off, sampler_wakes_often, workers_forked: patches of tfxd.patches), for a whole local run (beam_mended) and
+signatures_remembered, state_cache_off, sampler_wakes_often, workers_forked,
+worker_loss_fails_bundles: patches of tfxd.patches), for a whole local run (beam_mended) and
 for each of tfxd's Beam executors wherever it runs (BeamMendedExecutor); how many workers its arguments
 give (parallel_workers).
 
@@ -21,12 +22,13 @@ Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 from __future__ import annotations
 
 import contextlib
+import time
 import types
 import weakref
 from collections.abc import Iterator
 from typing import Any
 
-from tfxd import heap, patches
+from tfxd import heap, patches, process_table, stops
 from tfxd.beam_engines import WORKER_POOL_ENV, runner_named
 
 NO_STAGING = "--sdk_container_image=none-needed-by-the-direct-runner"
@@ -200,14 +202,115 @@ def workers_forked() -> Iterator[None]:
         yield
 
 
+# How long the exit status of a worker whose control stream broke is looked for: a process's sockets close as
+# it exits, moments before /proc shows it ended
+LOST_WORKER_SECONDS = 1.0
+
+
+class WorkerLost(RuntimeError):
+    """An SDK worker of the in-process runner ended while the runner waited on it."""
+
+
+@contextlib.contextmanager
+def worker_loss_fails_bundles() -> Iterator[None]:
+    """A worker process that ends while the in-process runner waits on it (a bundle, a progress request)
+    fails what it waited for, saying which worker ended and how (patch beam.worker_loss_fails_bundles).
+
+    In multi_processing mode the runner hands each worker its requests over the worker's control stream and
+    waits for each response on a future; a thread reads the responses
+    (fn_api_runner/worker_handlers.py, ControlConnection._read). A worker that dies (out of memory, a
+    crash in native code, os._exit) breaks that stream: the thread ends with gRPC's error and no future is
+    ever answered, so the run waits for ever, Beam's own workers' and the pool's alike. Here the responses
+    are read through a watch that, once the stream broke or ended with requests unanswered, fails those
+    requests and any later one to that worker with WorkerLost (Beam's own ControlFuture.abort, which
+    raises it where the runner waits), and a bundle that failed on the worker's broken data stream fails
+    with it too: the bundle, then the pipeline and the component fail with it."""
+    # start-up: Beam loads lazily, and this module is on validate's path
+    from apache_beam.runners.portability.fn_api_runner import fn_runner, worker_handlers
+
+    watch = _WorkerWatch(worker_handlers.BeamFnControlServicer.Control, worker_handlers.ControlConnection.push,
+                         fn_runner.BundleManager.process_bundle)
+    # functions, as Beam's are, so that each is bound to the servicer, connection or manager it is read from
+    with patches.applied("beam.worker_loss_fails_bundles", lambda *call: watch.control(*call), "Control"), \
+            patches.applied("beam.worker_loss_fails_bundles", lambda *call: watch.push(*call), "push"), \
+            patches.applied("beam.worker_loss_fails_bundles", lambda *call, **named: watch.process_bundle(
+                *call, **named), "process_bundle"):
+        yield
+
+
+class _WorkerWatch:
+    """Beam's control servicer's Control, its connections' push and its bundle manager's process_bundle
+    (given as Beam has them), each watching for a worker whose stream ended."""
+
+    def __init__(self, control: Any, push: Any, process_bundle: Any) -> None:
+        self._control, self._push, self._process_bundle = control, push, process_bundle
+        # a connection whose stream ended -> (its worker, gRPC's error); what it says once asked
+        self._ended: weakref.WeakKeyDictionary[Any, tuple[str, Exception | None]] = weakref.WeakKeyDictionary()
+        self._said: weakref.WeakKeyDictionary[Any, WorkerLost] = weakref.WeakKeyDictionary()
+
+    def _lost(self, connection: Any) -> WorkerLost:
+        if connection not in self._said:
+            self._said[connection] = WorkerLost(_lost_worker(*self._ended[connection]))
+        return self._said[connection]
+
+    def _watched(self, responses: Any, worker_id: str, connection: Any) -> Iterator[Any]:
+        broke: Exception | None = None
+        try:
+            yield from responses
+        except Exception as error:  # gRPC's, for a stream whose worker is gone (or that the runner closed)
+            broke = error
+        self._ended[connection] = (worker_id, broke)
+        if connection._futures_by_id:  # noqa: SLF001 - requests unanswered: the worker is gone
+            connection.abort(self._lost(connection))  # Beam's own: every request waited on raises it
+
+    def control(self, servicer: Any, responses: Any, context: Any) -> Any:
+        worker_id = dict(context.invocation_metadata()).get("worker_id")
+        if worker_id:
+            responses = self._watched(responses, worker_id, servicer.get_conn_by_worker_id(worker_id))
+        return self._control(servicer, responses, context)
+
+    def push(self, connection: Any, request: Any) -> Any:
+        future = self._push(connection, request)
+        if future is not None and connection in self._ended:  # to a worker whose stream ended: failed at once
+            connection.abort(self._lost(connection))
+        return future
+
+    def process_bundle(self, manager: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return self._process_bundle(manager, *args, **kwargs)
+        except Exception as error:
+            connection = getattr(manager._worker_handler, "control_conn", None)  # noqa: SLF001 - the bundle's worker
+            # the runner reads a bundle's outputs on the worker's data stream, which can break first (Beam's
+            # data_plane.py, input_elements: "Channel closed prematurely."); its control stream's end follows
+            closed = isinstance(error, RuntimeError) and "Channel closed prematurely" in str(error)
+            deadline = time.monotonic() + (LOST_WORKER_SECONDS if closed else 0)
+            while connection not in self._ended and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if isinstance(error, WorkerLost) or connection not in self._ended:
+                raise
+            raise self._lost(connection) from error
+
+
+def _lost_worker(worker_id: str, broke: Exception | None) -> str:
+    """What a WorkerLost says: the worker, how it ended (where it is a worker of tfxd's pool, which keeps
+    it unreaped), and what its control stream said."""
+    ended = process_table.ended_worker(worker_id, LOST_WORKER_SECONDS)
+    if ended is not None:
+        how = f"(pid {ended[0]}, forked by tfxd's worker pool: the run's logs/sdk-workers.log) {stops.ended(ended[1])}"
+    else:  # Beam's own worker process, a child of its shell: its stream broke, or closed with requests unanswered
+        how = "ended"
+    said = str(broke or "").strip()
+    return f"Beam's SDK worker {worker_id} {how} while the DirectRunner waited on it" + (f": {said}" if said else "")
+
+
 @contextlib.contextmanager
 def beam_mended(args: list[Any]) -> Iterator[None]:
     """Beam's cost per transform and per stage mended in the block, for pipelines made with ``args``:
     signatures read once, option views made once, no state cache in memory, bundles that end without
     waiting out their state sampler's sleep, worker processes forked from tfxd's pool where a run started
-    one."""
+    one, a worker process that ends while the runner waits on it failing what the runner waited for."""
     with signatures_remembered(), option_views_remembered(), state_cache_off(args), sampler_wakes_often(), \
-            workers_forked():
+            workers_forked(), worker_loss_fails_bundles():
         yield
 
 

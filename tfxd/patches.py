@@ -132,6 +132,14 @@ PATCHES: tuple[Patch, ...] = (
           "(fn_runner.FnApiRunner.run_pipeline), which imports Beam, TensorFlow and the component's TFX library "
           "before its first bundle: about 4 s a component on 2 cores. Where a run started tfxd's SDK worker "
           "pool, the runner asks it for forked workers through Beam's own external environment."),
+    Patch("beam.worker_loss_fails_bundles", *_BEAM,
+          ("apache_beam.runners.portability.fn_api_runner.worker_handlers:BeamFnControlServicer.Control",
+           "apache_beam.runners.portability.fn_api_runner.worker_handlers:ControlConnection.push",
+           "apache_beam.runners.portability.fn_api_runner.fn_runner:BundleManager.process_bundle"),
+          "In multi_processing mode a worker process that dies (out of memory, a crash, os._exit) breaks its "
+          "control stream; the thread reading it ends and the futures the runner waits on are never answered "
+          "(worker_handlers.ControlConnection._read): the run hangs for ever, with nothing said; or the bundle "
+          "fails on its broken data stream with 'Channel closed prematurely.', naming no worker."),
     Patch("beam.signatures_remembered", *_BEAM, ("apache_beam.transforms.core:get_function_args_defaults",),
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "

@@ -23,7 +23,6 @@ What it saw (``fault``) is the run's account of the failure.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import threading
@@ -34,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 
 from tfxd import stops
-from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
+from tfxd.process_table import WORKER_NAME, children, returncode
 
 POLL_SECONDS = 0.2  # a dead worker is seen before the job server, failing its job, stops it (and it is reaped)
 # A worker ended by SIGTERM, as StopWorker ends one, or with exit code 0, as one does once the job server
@@ -46,34 +45,6 @@ UNREAPED_SECONDS = 2.0
 # within seconds), so it waits for a worker that will never connect.
 STRANDED_SECONDS = 10.0
 _LIVE_JOB_STATES = ("STARTING", "RUNNING", "STOPPED")  # beam_job_api_pb2.JobState's names
-
-
-def _returncode(status: int) -> int:
-    """A wait status (as /proc reports an unreaped child's) as Popen's return code."""
-    return -(status & 0x7F) if status & 0x7F else status >> 8
-
-
-def _stat(pid: int) -> tuple[str, str, int, int] | None:
-    """A process as /proc/PID/stat has it: (state, name, parent's pid, wait status; 0 while alive); None
-    once it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
-            head, tail = handle.read().rsplit(")", 1)
-        fields = tail.split()
-        name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
-        # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
-        return fields[0], name, int(fields[1]), int(fields[-1]) if len(fields) >= 50 else 0
-    except (OSError, IndexError, ValueError):
-        return None  # ended, or ended while read
-
-
-def _children(parent: int) -> dict[int, tuple[str, str, int]]:
-    """The processes whose parent is ``parent``: pid -> (state, name, wait status; 0 while alive)."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _stat(int(entry))) is not None and stat[2] == parent:
-            found[int(entry)] = (stat[0], stat[1], stat[3])
-    return found
 
 
 def cancel_running_jobs(endpoint: str, saying: Callable[[], None] | None = None) -> list[str]:
@@ -177,16 +148,16 @@ class EngineWatch:
 
     def _look_at_workers(self, now: float) -> None:
         assert self.pool is not None
-        for pid, (state, name, status) in _children(self.pool.pid).items():
+        for pid, (state, name, status) in children(self.pool.pid).items():
             if state != "Z" or not name.startswith(WORKER_NAME):  # not the pool's gRPC service, reaped by the pool
                 continue
             ended = self._unreaped.setdefault(pid, now)
-            stopped = _returncode(status) in (0, -signal.SIGTERM)  # as a job's end ends a worker, before StopWorker
+            stopped = returncode(status) in (0, -signal.SIGTERM)  # as a job's end ends a worker, before StopWorker
             if pid not in self._reported and (not stopped or now - ended >= UNREAPED_SECONDS):
                 self._reported.add(pid)
                 worker_id = name[len(WORKER_NAME):]
                 self._faults.append(f"an SDK worker (worker id {worker_id}, pid {pid}) "
-                                    f"{stops.ended(_returncode(status))}")
+                                    f"{stops.ended(returncode(status))}")
             # once per worker: it stays a zombie of the pool, and later jobs are not its
             if now - ended >= STRANDED_SECONDS and pid not in self._stranded:
                 self._stranded.add(pid)

@@ -32,6 +32,8 @@ import sys
 import time
 import traceback
 
+from tfxd.process_table import worker_name
+
 # What the SDK workers of tfxd's components load to run their DoFns, imported once by the pool: Beam's
 # harness, TensorFlow, the TFX libraries (tf.Transform, TFDV, TFMA, tfx_bsl) and tfxd's own executors.
 PRELOADED = ("apache_beam.runners.worker.sdk_worker", "tensorflow", "tensorflow_transform.beam",
@@ -40,7 +42,6 @@ PRELOADED = ("apache_beam.runners.worker.sdk_worker", "tensorflow", "tensorflow_
 # What Beam's pool gives the workers it starts (worker_pool_main.main, BeamFnExternalWorkerPoolServicer.start)
 STATE_CACHE_SIZE, DATA_BUFFER_TIME_LIMIT_MS = 0, -1
 STOP_SECONDS = 5  # SIGTERM, then SIGKILL (Beam's pool waits 10 s; an SdkHarness ends at SIGTERM)
-WORKER_NAME = "sdk "  # a worker's name (/proc/PID/comm): this and its worker id (the kernel keeps 15 bytes)
 _PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15  # linux/prctl.h
 
 
@@ -103,7 +104,7 @@ def _fork_worker(request: dict, pipes: tuple[int, int]) -> int:
         return pid
     code = 1
     try:
-        _prctl(_PR_SET_NAME, (WORKER_NAME + request["worker_id"]).encode()[:15])
+        _prctl(_PR_SET_NAME, worker_name(request["worker_id"]).encode())
         for fd in pipes:
             os.close(fd)
         if "numpy" in sys.modules:  # Python reseeds `random` in a fork; numpy's global generator it cannot

@@ -22,8 +22,7 @@ from tests.conftest import BASE_SPEC, run_cli, write_spec
 from tests.pipeline.run.test_run_taxi import example_project, summaries, tf_records, tfxd
 from tfxd.beam_engines import ENGINES, JVM_OPENS, class_path, home, java
 from tfxd.pipeline.run.beam_engine import _free_port
-from tfxd.pipeline.run.engine_watch import _stat
-from tfxd.pipeline.run.sdk_worker_pool import WORKER_NAME
+from tfxd.process_table import WORKER_NAME, stat
 
 WORKERS = ("--set", "beam.workers=2")
 
@@ -245,7 +244,7 @@ def _kill_busy_workers(process: subprocess.Popen) -> list[str]:
 def _sdk_workers() -> list[str]:
     """The pids of tfxd's SDK workers alive: named `sdk <worker id>` (pipeline/run/sdk_worker_pool.py)."""
     pids = [line.split()[0] for line in _ours()]
-    return [pid for pid in pids if (stat := _stat(int(pid))) and stat[1].startswith(WORKER_NAME) and stat[0] != "Z"]
+    return [pid for pid in pids if (seen := stat(int(pid))) and seen[1].startswith(WORKER_NAME) and seen[0] != "Z"]
 
 
 def _job_server(process: subprocess.Popen) -> int:

@@ -8,6 +8,7 @@ are the new Pythons Beam starts (`python -m apache_beam.runners.worker.sdk_worke
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -17,7 +18,7 @@ import pytest
 
 from tests.pipeline.run.test_sdk_worker_pool import _listening
 from tfxd.beam_engines import WORKER_POOL_ENV
-from tfxd.direct_runner import direct_args, workers_forked
+from tfxd.direct_runner import WorkerLost, direct_args, worker_loss_fails_bundles, workers_forked
 from tfxd.pipeline.run.beam_engine import direct_workers_pooled, forks_workers
 
 ARGS = [*direct_args("multi_processing", 2), "--no_pipeline_type_check"]
@@ -101,3 +102,76 @@ def test_a_local_run_with_worker_processes_forks_them_from_its_pool(tmp_path_fac
                               / "*" / "Split-*" / "FeatureStats.pb")):
         counted += tfdv.load_stats_binary(path).datasets[0].num_examples
     assert counted == rows
+
+
+def _dies_at(element: int, marker: str):
+    """A Map over 8 elements whose worker process exits with code 3 at ``element`` (as one the kernel kills
+    or a native crash ends: no Python exception, nothing answered); ``marker`` keeps it from doing so twice."""
+    import apache_beam as beam
+
+    def dies(value):
+        if value == element and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(3)
+        return value
+
+    return beam.Create(range(8)) | beam.Reshuffle() | beam.Map(dies)
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("pooled", [True, False])
+def test_a_worker_that_dies_mid_bundle_fails_the_pipeline_naming_it(tmp_path, pooled):
+    """Beam's in-process runner, its workers forked from the pool or its own new Pythons: the pipeline fails
+    with WorkerLost, which says which worker ended (and, for the pool's, its pid and exit code), where Beam
+    alone waits for ever (the next test)."""
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    pool = direct_workers_pooled(ARGS, str(tmp_path / "logs")) if pooled else contextlib.nullcontext()
+    with pool, workers_forked(), worker_loss_fails_bundles(), pytest.raises(WorkerLost) as lost, \
+            beam.Pipeline(options=PipelineOptions(ARGS)) as pipeline:
+        _ = pipeline | _dies_at(5, str(tmp_path / "died"))
+    said = str(lost.value)
+    assert said.startswith("Beam's SDK worker worker_") and "while the DirectRunner waited on it" in said
+    if pooled:
+        assert "forked by tfxd's worker pool" in said and "exited with code 3" in said, said
+    else:
+        assert " ended while" in said, said
+
+
+# Beam's reading thread ends with the stream's error, which Python reports for the thread
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_beam_alone_leaves_the_runner_waiting_on_a_worker_whose_stream_broke():
+    """The judge is Beam's own control servicer and connection (fn_api_runner/worker_handlers.py): a request
+    pushed to a worker whose response stream then raises, as gRPC's does once the worker is gone. Beam's
+    reading thread ends and the request's future stays unanswered (the hang); mended, it raises WorkerLost,
+    and so does a request pushed to that worker later."""
+    import grpc
+    from apache_beam.portability.api import beam_fn_api_pb2
+    from apache_beam.runners.portability.fn_api_runner import worker_handlers
+
+    class Context:
+        def invocation_metadata(self):
+            return [("worker_id", "worker_7")]
+
+    def broken():
+        raise grpc.RpcError()
+        yield  # a generator: it raises at the first read, in Beam's reading thread
+
+    def asked(mended: bool):
+        servicer = worker_handlers.BeamFnControlServicer(None)
+        with worker_loss_fails_bundles() if mended else contextlib.nullcontext():
+            requests = servicer.Control(broken(), Context())
+            connection = servicer.get_conn_by_worker_id("worker_7")
+            first = connection.push(beam_fn_api_pb2.InstructionRequest())
+            assert next(requests).instruction_id == first.instruction_id  # handed on; the reading thread started
+            connection._read_thread.join(30)
+            assert not connection._read_thread.is_alive()
+            return first, connection.push(beam_fn_api_pb2.InstructionRequest())
+
+    first, later = asked(mended=False)
+    assert not first.is_done() and first._exception is None and later._exception is None  # waited on for ever
+    first, later = asked(mended=True)
+    for future in (first, later):
+        with pytest.raises(WorkerLost, match="^Beam's SDK worker worker_7 ended while the DirectRunner waited on it$"):
+            future.get(timeout=0)

@@ -19,7 +19,8 @@ import pytest
 from tests.pipeline.run.test_beam_engines import _ours
 from tfxd.beam_engines import ENGINES
 from tfxd.pipeline.run import beam_engine
-from tfxd.pipeline.run.engine_watch import _returncode, refusing_server
+from tfxd.pipeline.run.engine_watch import refusing_server
+from tfxd.process_table import returncode
 
 
 def _count(engine: beam_engine.RunningEngine) -> int:
@@ -113,7 +114,7 @@ def test_a_dead_job_servers_port_answers_beams_client_with_what_happened():
 
 
 def test_an_unreaped_workers_wait_status_reads_as_popens_return_code():
-    assert _returncode(9) == -9 and _returncode(3 << 8) == 3  # /proc's exit_code is a wait status
+    assert returncode(9) == -9 and returncode(3 << 8) == 3  # /proc's exit_code is a wait status
 
 
 _HOLDS_AN_ENGINE = textwrap.dedent("""

@@ -50,7 +50,8 @@ def test_a_run_mends_tfx_and_beam_while_it_runs_and_puts_them_back(project, monk
         assert sorted(_changed(before)) == sorted(
             target for patch in PATCHES if patch.id in (
                 "beam.signatures_remembered", "beam.option_views_remembered", "beam.state_cache_off",
-                "beam.sampler_wakes_often", "beam.direct_workers_forked", "tfx.command_line",
+                "beam.sampler_wakes_often", "beam.direct_workers_forked", "beam.worker_loss_fails_bundles",
+                "tfx.command_line",
                 "tfx.orchestrator_pinned")
             for target in patch.targets)
     assert _changed(before) == [] and worker_handlers.STATE_CACHE_SIZE_MB == before[STATE_CACHE] > 0

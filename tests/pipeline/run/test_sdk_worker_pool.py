@@ -25,7 +25,7 @@ import grpc
 import pytest
 
 from tfxd.pipeline.run.beam_engine import _free_port
-from tfxd.pipeline.run.engine_watch import _children, _stat
+from tfxd.process_table import children, stat
 
 
 def _listening(port: int) -> bool:
@@ -41,7 +41,7 @@ def _named(pool: int, name: str, seconds: float = 10) -> list[int]:
     answers StartWorker once it has forked, so on a busy machine the name can come a moment after the answer."""
     deadline = time.monotonic() + seconds
     while True:
-        named = [pid for pid, (_, comm, _) in _children(pool).items() if comm == name]
+        named = [pid for pid, (_, comm, _) in children(pool).items() if comm == name]
         if named or time.monotonic() > deadline:
             return named
         time.sleep(0.05)
@@ -134,13 +134,13 @@ def test_a_stopped_worker_is_reaped_and_the_service_ends_with_the_pool(tmp_path)
             assert len(workers) == 1
             stopped = stub.StopWorker(beam_fn_api_pb2.StopWorkerRequest(worker_id="w-1"), timeout=60)
             assert stopped.error == ""
-            assert workers[0] not in _children(pool.pid)  # ended and reaped, not a zombie
-        [service] = list(_children(pool.pid))  # the gRPC service, the pool's one child left
+            assert workers[0] not in children(pool.pid)  # ended and reaped, not a zombie
+        [service] = list(children(pool.pid))  # the gRPC service, the pool's one child left
         pool.kill()
         pool.wait()
         deadline = time.monotonic() + 10
         while _listening(port) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not _listening(port)
-        stat = _stat(service)
-        assert stat is None or stat[0] == "Z"  # ended (a zombie until whoever adopted it reaps it)
+        seen = stat(service)
+        assert seen is None or seen[0] == "Z"  # ended (a zombie until whoever adopted it reaps it)

@@ -1,0 +1,61 @@
+"""Processes as Linux's /proc shows them, an unreaped child's exit status included: how tfxd tells how an
+SDK worker of its pool ended (pipeline/run/sdk_worker_pool.py), which Beam never says. The pool reaps a
+worker only when the runner stops it, so one that ended on its own stays a zombie of the pool, its name
+(WORKER_NAME and its worker id, which it gave itself) and its wait status readable here."""
+
+from __future__ import annotations
+
+import os
+import time
+
+WORKER_NAME = "sdk "  # a pool's worker's name (/proc/PID/comm): this and its worker id (the kernel keeps 15 bytes)
+_COMM_BYTES = 15
+
+
+def returncode(status: int) -> int:
+    """A wait status (as /proc reports an unreaped child's) as Popen's return code."""
+    return -(status & 0x7F) if status & 0x7F else status >> 8
+
+
+def stat(pid: int) -> tuple[str, str, int, int] | None:
+    """A process as /proc/PID/stat has it: (state, name, parent's pid, wait status; 0 while alive); None
+    once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+            head, tail = handle.read().rsplit(")", 1)
+        fields = tail.split()
+        name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
+        # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
+        return fields[0], name, int(fields[1]), int(fields[-1]) if len(fields) >= 50 else 0
+    except (OSError, IndexError, ValueError):
+        return None  # ended, or ended while read
+
+
+def children(parent: int) -> dict[int, tuple[str, str, int]]:
+    """The processes whose parent is ``parent``: pid -> (state, name, wait status; 0 while alive)."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (seen := stat(int(entry))) is not None and seen[2] == parent:
+            found[int(entry)] = (seen[0], seen[1], seen[3])
+    return found
+
+
+def worker_name(worker_id: str) -> str:
+    """The name a pool's worker gives itself, as /proc keeps it."""
+    return (WORKER_NAME + worker_id).encode()[:_COMM_BYTES].decode(errors="ignore")
+
+
+def ended_worker(worker_id: str, within: float) -> tuple[int, int] | None:
+    """(pid, return code) of the pool's worker ``worker_id`` once it has ended, a pool being a child of this
+    process; looked for until ``within`` seconds have passed (a process's sockets close as it exits,
+    moments before /proc shows it ended). None where no pool of this process has such a worker."""
+    deadline = time.monotonic() + within
+    name = worker_name(worker_id)
+    while True:
+        for pool in children(os.getpid()):
+            for pid, (state, seen, status) in children(pool).items():
+                if seen == name and state == "Z":
+                    return pid, returncode(status)
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
