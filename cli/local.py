@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from tfxd import console, heap, stops
+from tfxd import console, stops
 from tfxd.buckets import BucketsSplit
 from tfxd.cli import scaffold
 from tfxd.cli.options import (
@@ -153,13 +153,13 @@ def run(ctx: click.Context, spec: str, to: str | None, sets: tuple[str, ...]) ->
                                  param_hint="--to")
     try:
         loaded = load_spec(spec, sets, target="local")
-        with heap.imports_uncollected():
-            # start-up: TFX, TensorFlow and Beam load only for the verbs that run pipelines
-            from tfxd.pipeline.report import terminal
-            from tfxd.pipeline.run import local_run
-            from tfxd.pipeline.run.lock import RootClaimed, RunLocked
-            from tfxd.pipeline.run.metadata import StoreUnreadable
-            from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted
+        # start-up: the run's own modules; TFX, TensorFlow and Beam load once its engine or worker pool is
+        # starting (local_run._libraries_imported), the collector held off then
+        from tfxd.pipeline.report import terminal
+        from tfxd.pipeline.run import local_run
+        from tfxd.pipeline.run.lock import RootClaimed, RunLocked
+        from tfxd.pipeline.run.metadata import StoreUnreadable
+        from tfxd.pipeline.run.outcome import RunFailed, RunInterrupted
 
         try:
             summary = local_run.run(loaded, to, verbose=ctx.find_root().params.get("verbose", False))

@@ -10,8 +10,8 @@ functions), so walking them finds nothing to free.
 object there is into the permanent generation (``gc.freeze``), which collections skip; later objects are
 collected as before. ``settle`` runs once a process: frozen later, a run's own garbage in cycles (one
 component's graphs) would outlive it. An executor settles at the start of its Do, so that a component
-run by TFX's entrypoint (a Kubeflow or Vertex task) gets it too; in ``tfxd run`` the command line settled
-first and the executors' call does nothing.
+run by TFX's entrypoint (a Kubeflow or Vertex task) gets it too; in ``tfxd run`` the run settled first,
+once its libraries were imported (pipeline/run/local_run.py), and the executors' call does nothing.
 """
 
 from __future__ import annotations

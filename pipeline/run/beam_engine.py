@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from tfxd import console
@@ -94,19 +94,23 @@ def engine_reason(text: str) -> str | None:
 
 
 @contextlib.contextmanager
-def started(spec: Spec, log_dir: str) -> Iterator[RunningEngine | None]:
-    """The spec's engine, running for the body (None when the runner needs none here); logs in ``log_dir``."""
+def started(spec: Spec, log_dir: str, meanwhile: Callable[[], None] = lambda: None) -> Iterator[RunningEngine | None]:
+    """The spec's engine, running for the body (None when the runner needs none here); logs in ``log_dir``.
+    ``meanwhile`` (what the run does before it needs the engine: its imports) runs while the engine starts."""
     if not spec.beam.needs_job_server:
+        meanwhile()
         yield None
         return
-    with running(ENGINES[spec.beam.runner], spec.beam.master, engine_workers(spec), log_dir) as engine:
+    with running(ENGINES[spec.beam.runner], spec.beam.master, engine_workers(spec), log_dir, meanwhile) as engine:
         yield engine
 
 
 @contextlib.contextmanager
-def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> Iterator[RunningEngine]:
+def running(engine: Engine, master: str | None, workers: int, log_dir: str,
+            meanwhile: Callable[[], None] = lambda: None) -> Iterator[RunningEngine]:
     """``engine``'s job server, submitting to ``master`` or, None, an embedded engine with ``workers``
-    slots and SDK worker processes; the endpoints in the environment for the body.
+    slots and SDK worker processes; the endpoints in the environment for the body. ``meanwhile`` runs
+    once the job server's JVM is started, before it listens (seconds: the JVM and the engine starting).
 
     The body's temporary files, this process's and the SDK workers', go to a folder removed at the end:
     Beam makes a folder for every environment it submits to a portable runner and leaves it, with the
@@ -130,6 +134,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str) -> I
         master = master or engine.embedded_master(workers)
         group.start(f"Beam's {engine.title} job server", _job_server_command(engine, endpoint, master, scratch),
                     job_log, _jvm_env(engine, scratch))
+        meanwhile()
         _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
         os.environ[JOB_ENDPOINT_ENV] = endpoint
         if pool:

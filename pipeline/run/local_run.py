@@ -15,14 +15,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import absl.logging
-from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-from tfxd import buckets, console, direct_runner, keys, patches, stops, tf_env
+from tfxd import buckets, console, direct_runner, heap, keys, patches, stops, tf_env
 from tfxd.files import join, local_state, write_json
-from tfxd.pipeline.assembly.dag import tfx_pipeline
+from tfxd.pipeline.assembly.beam_args import beam_args
 from tfxd.pipeline.report import html as report
-from tfxd.pipeline.run import beam_engine, history, lock, metadata, records, unfinished
+from tfxd.pipeline.run import beam_engine, history, lock, metadata, unfinished
 from tfxd.pipeline.run.outcome import (
     GateStop,
     RunFailed,
@@ -125,10 +123,27 @@ def _importable(folder: str) -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join([folder, *paths])
 
 
+# What a run imports once its engine or worker pool is starting (TFX, TensorFlow, Beam, tfxd's components),
+# so that the two overlap: the engine's JVM, or the pool's imports, on the other core (bench/RESULTS.md)
+_LIBRARIES = ("tfx.orchestration.beam.beam_dag_runner", "tfx.orchestration.local.local_dag_runner",
+              "tfxd.pipeline.assembly.dag", "tfxd.pipeline.run.records")
+
+
+def _libraries_imported() -> None:
+    import importlib
+
+    for name in _LIBRARIES:
+        importlib.import_module(name)
+
+
 def _runner(orchestrator: str):
     """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
     so that independent branches (e.g. ExampleValidator beside Transform when the gate is off) can run
     side by side."""
+    # start-up: TFX loads once the run's engine or worker pool is starting (_LIBRARIES)
+    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
+
     return BeamDagRunner() if orchestrator == "beam" else LocalDagRunner()
 
 
@@ -226,15 +241,27 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     failure: BaseException | None = None
     tfx = engine = None
     try:
-        with beam_engine.started(loaded.spec, os.path.dirname(paths.log)) as engine:
+        # the DirectRunner's worker pool, where its arguments start worker processes, and the engine, where
+        # the runner has one, start before the run's libraries are imported: their imports, the pool's and
+        # the engine's JVM run side by side (the arguments are the ones the pipeline gets: assembly.dag).
+        # The collector is held off meanwhile, and what was imported settled after (tfxd.heap)
+        log_dir = os.path.dirname(paths.log)
+        with contextlib.ExitStack() as running:
+            with heap.imports_uncollected():
+                running.enter_context(beam_engine.direct_workers_pooled(
+                    beam_args(loaded.spec, None, loaded.data_files.size), log_dir))
+                engine = running.enter_context(beam_engine.started(loaded.spec, log_dir,
+                                                                   meanwhile=_libraries_imported))
+            # start-up: imported by _libraries_imported while the engine or the pool started
+            from tfxd.pipeline.assembly.dag import tfx_pipeline
+
             tfx = tfx_pipeline(loaded, to=to, metadata=metadata.connection_config(root))
             tf_env.leave_graph_libraries_to_themselves()  # for the Evaluator's Keras metrics too, also when the Trainer is cached
             stopped = unfinished.settle(root)
             if stopped:
                 console.info(f"an earlier run of this root ended during {', '.join(stopped)} without finishing "
                              "it; its unfinished outputs were removed and are recorded as abandoned in ML Metadata")
-            with beam_engine.direct_workers_pooled(tfx.beam_pipeline_args, os.path.dirname(paths.log)), \
-                    libraries_mended(tfx, loaded.spec.targets.local.orchestrator):
+            with libraries_mended(tfx, loaded.spec.targets.local.orchestrator):
                 _runner(loaded.spec.targets.local.orchestrator).run(tfx)
     except (KeyboardInterrupt, Exception) as exc:  # any failure ends here and is reported with the log
         failure = exc
@@ -299,6 +326,9 @@ def _reason(failure: BaseException | None, root: str) -> str:
 def _summary(loaded: LoadedSpec, paths: RunPaths, tfx: Any, started: float, *, interrupted: bool, failed: bool,
              signal: str | None, stopped: GateStop | None) -> LocalRun:
     """The run's summary from its records; a run ``stopped`` by a gate carries that gate's verdict."""
+    # start-up: imported with the run's libraries (_libraries_imported), or here where the run failed first
+    from tfxd.pipeline.run import records
+
     run = records.RunRecords(paths.root, loaded.spec.name, started)
     skipped = None if interrupted or failed else records.no_new_data(run)
     components = []

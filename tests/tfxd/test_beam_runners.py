@@ -17,7 +17,8 @@ from unittest import mock
 
 import pytest
 
-from tfxd.beam_engines import ENGINES
+from tfxd import process_table
+from tfxd.beam_engines import ENGINES, JOB_ENDPOINT_ENV
 from tfxd.pipeline.run import beam_engine
 
 FILES, RECORDS = 2, 50  # gzipped: Beam cannot split one, so a file is one restriction
@@ -190,7 +191,14 @@ def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path
     pattern = _records(tmp_path)
     expected = [f"{index}-{record}".encode() for index in range(FILES) for record in range(RECORDS)]
     seen = {}
-    with beam_engine.running(ENGINES[engine], None, 2, str(tmp_path / "logs")) as running:
+    starting = []  # what the run's `meanwhile` (its imports) saw: the job server's JVM and the pool, not yet handed over
+
+    def meanwhile() -> None:
+        starting.extend(sorted(name for _, name, _ in process_table.children(os.getpid()).values()))
+        starting.append(os.environ.get(JOB_ENDPOINT_ENV))
+
+    with beam_engine.running(ENGINES[engine], None, 2, str(tmp_path / "logs"), meanwhile) as running:
+        assert starting == ["java", "python", None], starting
         for runner in (ENGINES[engine].beam_runner, f"apache_beam.runners.portability.{engine}_runner."
                                                     f"{engine.title()}Runner"):
             bundles = tmp_path / f"bundles-{len(seen)}"  # what each bundle read, a file a bundle

@@ -83,22 +83,25 @@ def test_a_beam_executor_settles_before_its_do_runs(monkeypatch):
     assert _Mended().Do({}, {}, {}) == ["settled"]
 
 
-def test_tfxd_run_has_settled_its_imports_when_the_run_begins(project):
-    """The run itself stands in for local_run (the real imports around it are the command line's own): by
-    the time it is called the imported objects are frozen and the collector is back on."""
+def test_tfxd_run_has_settled_its_imports_when_it_builds_the_pipeline(project):
+    """The pipeline's builder (tfxd.pipeline.assembly.dag) stands in for itself; the run imports the rest
+    of its libraries (TFX's runners, TensorFlow, Beam) as it does, once its worker pool or engine is
+    starting (pipeline/run/local_run.py, _libraries_imported): by the time it builds the pipeline the
+    imported objects are frozen and the collector is back on."""
     spec = write_spec(project, BASE_SPEC)
     seen = _run(f"""
 import types
-stand_in = types.ModuleType("tfxd.pipeline.run.local_run")
-def run(loaded, to, verbose):
-    print(json.dumps({{"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "name": loaded.spec.name}}))
+stand_in = types.ModuleType("tfxd.pipeline.assembly.dag")
+def tfx_pipeline(loaded, to=None, metadata=None):
+    print(json.dumps({{"frozen": gc.get_freeze_count(), "enabled": gc.isenabled(), "name": loaded.spec.name,
+                      "tfx": "tfx.orchestration.local.local_dag_runner" in sys.modules}}))
     sys.exit(0)
-stand_in.run = run
-import tfxd.pipeline.run
-sys.modules[stand_in.__name__] = tfxd.pipeline.run.local_run = stand_in
+stand_in.tfx_pipeline = tfx_pipeline
+import tfxd.pipeline.assembly
+sys.modules[stand_in.__name__] = tfxd.pipeline.assembly.dag = stand_in
 from tfxd.cli.main import main
 sys.argv = ["tfxd", "run", {str(spec)!r}]
 main()
 """)
-    assert seen["name"] == "demo" and seen["enabled"] is True
-    assert seen["frozen"] > 10_000  # what the process held then: the command line's modules and the verb's
+    assert seen["name"] == "demo" and seen["enabled"] is True and seen["tfx"] is True
+    assert seen["frozen"] > 500_000  # what the process held then: TensorFlow's, TFX's and Beam's objects
