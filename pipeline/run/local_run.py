@@ -4,6 +4,7 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import logging
 import os
 import sys
@@ -130,8 +131,7 @@ _LIBRARIES = ("tfx.orchestration.beam.beam_dag_runner", "tfx.orchestration.local
 
 
 def _libraries_imported() -> None:
-    import importlib
-
+    """_LIBRARIES imported (beam_engine.started's ``meanwhile``)."""
     for name in _LIBRARIES:
         importlib.import_module(name)
 
