@@ -17,6 +17,7 @@ from tfxd.beam_engines import (
 )
 from tfxd.direct_runner import NO_STAGING, direct_args, running_mode
 from tfxd.pipeline.spec.document import Spec
+from tfxd.pipeline.spec.loaded import LoadedSpec
 
 # Below this much input, worker processes cost more than they bring: each one starts Python, imports
 # TensorFlow and is handed every bundle over gRPC (bench/RESULTS.md, end to end).
@@ -46,6 +47,13 @@ def beam_args(spec: Spec, image: str | None = None, input_bytes: int | None = No
     else:
         args = engine_args(spec, image)
     return [*args, *beam.args]
+
+
+def pipeline_beam_args(loaded: LoadedSpec, image: str | None = None) -> list:
+    """The Beam arguments of ``loaded``'s pipeline: run from ``image`` on a cluster, or (None) here, where the
+    local input's size sizes the DirectRunner. One reading for the pipeline (assembly.dag) and for the worker
+    pool a local run starts before it builds the pipeline (pipeline/run/local_run.py)."""
+    return beam_args(loaded.spec, image, None if image else loaded.data_files.size)
 
 
 THREADS = running_mode("multi_threading")

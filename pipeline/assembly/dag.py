@@ -38,7 +38,7 @@ from tfxd.components.transform.component import Transform
 from tfxd.formats import FORMATS
 from tfxd.keys import NEW_DATA_PROPERTY
 from tfxd.pipeline.assembly import baseline
-from tfxd.pipeline.assembly.beam_args import beam_args, example_gen_args
+from tfxd.pipeline.assembly.beam_args import example_gen_args, pipeline_beam_args
 from tfxd.pipeline.assembly.configs import (
     columns_read,
     example_gen_config,
@@ -269,7 +269,7 @@ def tfx_pipeline(loaded: LoadedSpec, target: str = "local", to: str | None = Non
     spec = loaded.spec
     place = Placement(loaded, target)
     image = getattr(spec.targets, target).image if place.on_cluster else None
-    args = beam_args(spec, image, None if place.on_cluster else loaded.data_files.size)
+    args = pipeline_beam_args(loaded, image)
     components = nodes(loaded, to, target)
     own = example_gen_args(spec, args, column_wise(spec.data.format, spec.data.split_key is not None))
     if own:

@@ -19,7 +19,7 @@ import absl.logging
 
 from tfxd import buckets, console, direct_runner, heap, keys, patches, stops, tf_env
 from tfxd.files import join, local_state, write_json
-from tfxd.pipeline.assembly.beam_args import beam_args
+from tfxd.pipeline.assembly.beam_args import pipeline_beam_args
 from tfxd.pipeline.report import html as report
 from tfxd.pipeline.run import beam_engine, history, lock, metadata, unfinished
 from tfxd.pipeline.run.outcome import (
@@ -243,13 +243,12 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     try:
         # the DirectRunner's worker pool, where its arguments start worker processes, and the engine, where
         # the runner has one, start before the run's libraries are imported: their imports, the pool's and
-        # the engine's JVM run side by side (the arguments are the ones the pipeline gets: assembly.dag).
+        # the engine's JVM run side by side (the pool's arguments are the pipeline's: pipeline_beam_args).
         # The collector is held off meanwhile, and what was imported settled after (tfxd.heap)
         log_dir = os.path.dirname(paths.log)
         with contextlib.ExitStack() as running:
             with heap.imports_uncollected():
-                running.enter_context(beam_engine.direct_workers_pooled(
-                    beam_args(loaded.spec, None, loaded.data_files.size), log_dir))
+                running.enter_context(beam_engine.direct_workers_pooled(pipeline_beam_args(loaded), log_dir))
                 engine = running.enter_context(beam_engine.started(loaded.spec, log_dir,
                                                                    meanwhile=_libraries_imported))
             # start-up: imported by _libraries_imported while the engine or the pool started

@@ -12,6 +12,7 @@ from tfxd.pipeline.assembly.beam_args import (
     THREADS,
     beam_args,
     compiled_engine,
+    pipeline_beam_args,
 )
 from tfxd.pipeline.spec.load import load_spec
 
@@ -135,3 +136,17 @@ def test_example_gen_keeps_processes_where_the_user_chose_or_it_reads_row_by_row
     split_key = BASE_SPEC.replace("  path: data.csv\n", "  path: data.csv\n  split_key: city\n")
     args, mode = _example_gen_mode(project, split_key + TWO)
     assert THREADS not in args and mode == "multi_processing"  # partitioned by a column: row-wise
+
+
+def test_a_local_runs_pool_reads_the_arguments_its_pipeline_gets(project):
+    """pipeline_beam_args is the pipeline's reading (the pool local_run starts before it builds the
+    pipeline asks it): sized by the local input here, by the image's container on a cluster."""
+    from tfxd.pipeline.assembly.dag import tfx_pipeline
+
+    loaded = load_spec(str(write_spec(project, BASE_SPEC + VERTEX)))
+    assert pipeline_beam_args(loaded) == tfx_pipeline(loaded).beam_pipeline_args
+    assert pipeline_beam_args(loaded)[1] == "--direct_running_mode=in_memory"  # the spec's few rows
+    image = loaded.spec.targets.vertex.image
+    assert pipeline_beam_args(loaded, image) == tfx_pipeline(loaded, target="vertex").beam_pipeline_args
+    assert pipeline_beam_args(loaded, image)[1:3] == ["--direct_running_mode=multi_processing",
+                                                      "--direct_num_workers=0"]
