@@ -100,12 +100,15 @@ class TrainJob:
     REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
     JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
     COMPLETION_INDEX_LABEL = "batch.kubernetes.io/job-completion-index"  # the Job controller's, per pod
+    # the Job controller's count of an index's failed pods, on each new pod (backoffLimitPerIndex)
+    INDEX_FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"
     # each node's environment: the runtime's downward API (from the labels above), the Job controller's
     # completion index, and the TrainJob's trainer.env (the cluster's shape, which no label carries)
     JOBSET_NAME_ENV = "TFXD_JOBSET_NAME"
     REPLICATED_JOB_ENV = "TFXD_REPLICATED_JOB"
     JOB_INDEX_ENV = "TFXD_JOB_INDEX"
     COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+    INDEX_FAILURES_ENV = "TFXD_INDEX_FAILURES"
     NODES_ENV = "TFXD_TRAINJOB_NODES"
     PARAMETER_SERVERS_ENV = "TFXD_TRAINJOB_PARAMETER_SERVERS"
 

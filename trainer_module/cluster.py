@@ -103,6 +103,7 @@ def from_jobset(env: Mapping[str, str]) -> Cluster:
         nodes, job_index, index = (int(env[names.NODES_ENV]), int(env[names.JOB_INDEX_ENV]),
                                    int(env[names.COMPLETION_INDEX_ENV]))
         parameter_servers = int(env.get(names.PARAMETER_SERVERS_ENV) or 0)
+        failures = int(env.get(names.INDEX_FAILURES_ENV) or 0)
     except ValueError as exc:
         raise ClusterError(f"a TrainJob node's environment has a count that is not a number: {exc}") from None
     if parameter_servers and nodes < parameter_servers + 2:
@@ -113,11 +114,30 @@ def from_jobset(env: Mapping[str, str]) -> Cluster:
     hosts = [f"{jobset}-{env[names.REPLICATED_JOB_ENV]}-{job_index}-{node}.{jobset}:{names.PORT}"
              for node in range(nodes)]
     hosts = [moved.get(host, host) for host in hosts]
+    kind, at = jobset_task(index, nodes, parameter_servers)
+    if failures:
+        _rejoins(kind, at, index, failures, parameter_servers)
     if not parameter_servers:
-        return _checked({"worker": hosts}, "worker", index, "the TrainJob's environment")
+        return _checked({"worker": hosts}, kind, at, "the TrainJob's environment")
     workers = nodes - parameter_servers - 1
     cluster = {"chief": hosts[:1], "worker": hosts[1:1 + workers], "ps": hosts[1 + workers:]}
-    return _checked(cluster, *jobset_task(index, nodes, parameter_servers), "the TrainJob's environment")
+    return _checked(cluster, kind, at, "the TrainJob's environment")
+
+
+def _rejoins(kind: str, at: int, index: int, failures: int, parameter_servers: int) -> None:
+    """A node's new pod, after the Job controller saw ``failures`` of its pods killed by a signal (tfxd's
+    runtime: backoffLimitPerIndex): only a ParameterServer worker can go on, TensorFlow's coordinator
+    taking it back. Any other raises, and so exits with an error, which fails the Job (the runtime's
+    podFailurePolicy), and the pipeline's retried step resumes from the backup."""
+    if parameter_servers and kind == "worker":
+        return
+    why = ("the chief runs the training loop and its state went with its pod" if kind == "chief" else
+           "a parameter server's variables went with its pod" if kind == "ps" else
+           "a MultiWorkerMirrored worker cannot rejoin its peers' collective")
+    raise ClusterError(f"node {index} ({kind} {at}) was started again after its pod was killed "
+                       f"({failures} of its pods failed, the Job controller's {keys.TrainJob.INDEX_FAILURES_ANNOTATION}), "
+                       f"and {why}: this node exits with an error, which fails the TrainJob; retry the pipeline's "
+                       "step to resume from the last backup")
 
 
 def jobset_task(index: int, nodes: int, parameter_servers: int) -> tuple[str, int]:

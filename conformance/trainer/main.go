@@ -17,13 +17,14 @@
 //     and validating webhook (vjobset.kb.io).
 //  5. JobSet's controller (JobSetReconciler.Reconcile against the fake client) creates the child Jobs and
 //     the headless Service.
-//  6. kube-controller-manager's Job controller is NOT importable (k8s.io/kubernetes); this program copies the
-//     few lines that turn an Indexed Job into pods (pkg/controller/job: completion-index annotation and label,
-//     hostname "<job>-<index>", JOB_COMPLETION_INDEX env) and the Job API's selector labels, then runs
-//     JobSet's pod webhooks (mpod.kb.io, vpod.kb.io) on each pod, with the Priority admission plugin's
-//     default (priority 0, assuming no globalDefault PriorityClass).
+//  6. Each child Job through the Job API's create strategy and validation, then kube-controller-manager's own
+//     Job controller (k8s.io/kubernetes pkg/registry/batch/job, pkg/controller/job: jobs.go), whose pods go
+//     through JobSet's pod webhooks (mpod.kb.io, vpod.kb.io), with the Priority admission plugin's default
+//     (priority 0, assuming no globalDefault PriorityClass). With --failures INDEX, also what the Job
+//     controller does when that node's pod fails with each of --exit-codes, and when it fails every time
+//     with --repeated (jobs.go).
 //
-// Usage: trainer [--crds DIR] RUNTIME TRAINJOB (YAML or JSON). Prints one JSON object on stdout and exits 0;
+// Usage: trainer [--crds DIR] [--failures INDEX --exit-codes N,N... --repeated N] RUNTIME TRAINJOB (YAML or JSON). Prints one JSON object on stdout and exits 0;
 // or prints the refusal on stderr and exits 1. DIR holds the three Trainer CRDs and the JobSet CRD
 // (default: crds/ beside this program).
 //
@@ -40,6 +41,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/go-logr/logr"
 	batchv1 "k8s.io/api/batch/v1"
@@ -48,6 +50,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,6 +74,13 @@ const (
 
 func main() {
 	crds := flag.String("crds", "", "folder with the Trainer and JobSet CRDs (default: crds/ beside this program)")
+	flag.IntVar(&failIndex, "failures", -1, "also judge what the Job API and the Job controller do when this node index's pod fails")
+	flag.Func("exit-codes", "with --failures: the exit codes to fail it with, one case each (comma-separated)", parseCodes)
+	flag.Func("repeated", "with --failures: the exit code it fails with every time, until the Job fails", func(text string) error {
+		code, err := strconv.Atoi(text)
+		repeatedCode = int32(code)
+		return err
+	})
 	flag.Parse()
 	if flag.NArg() != 2 {
 		fmt.Fprintln(os.Stderr, "usage: trainer [--crds DIR] RUNTIME TRAINJOB")
@@ -84,6 +94,7 @@ func main() {
 		*crds = filepath.Join(filepath.Dir(self), "crds")
 	}
 	ctrl.SetLogger(logr.Discard())
+	klog.SetLogger(logr.Discard())
 	out, err := judge(context.Background(), *crds, flag.Arg(0), flag.Arg(1))
 	if err != nil {
 		refuse("%v", err)
@@ -104,6 +115,24 @@ type Output struct {
 	Warnings []string   `json:"warnings,omitempty"`
 	JobSet   JobSetInfo `json:"jobSet"`
 	Pods     []Pod      `json:"pods"`
+	Failures *Failures  `json:"failures,omitempty"`
+}
+
+var (
+	failIndex    = -1
+	exitCodes    []int32
+	repeatedCode int32 = 137
+)
+
+func parseCodes(text string) error {
+	for _, part := range strings.Split(text, ",") {
+		code, err := strconv.Atoi(strings.TrimSpace(part))
+		if err != nil {
+			return err
+		}
+		exitCodes = append(exitCodes, int32(code))
+	}
+	return nil
 }
 
 type JobSetInfo struct {
@@ -115,14 +144,17 @@ type JobSetInfo struct {
 }
 
 type ReplicatedJob struct {
-	Name           string                 `json:"name"`
-	Replicas       int32                  `json:"replicas"`
-	Parallelism    *int32                 `json:"parallelism"`
-	Completions    *int32                 `json:"completions"`
-	CompletionMode *string                `json:"completionMode"`
-	Ancestor       string                 `json:"trainjobAncestorStep,omitempty"`
-	BackoffLimit   *int32                 `json:"backoffLimit"`
-	SuccessPolicy  *batchv1.SuccessPolicy `json:"successPolicy"`
+	Name           string                    `json:"name"`
+	Replicas       int32                     `json:"replicas"`
+	Parallelism    *int32                    `json:"parallelism"`
+	Completions    *int32                    `json:"completions"`
+	CompletionMode *string                   `json:"completionMode"`
+	Ancestor       string                    `json:"trainjobAncestorStep,omitempty"`
+	BackoffLimit   *int32                    `json:"backoffLimit"`
+	PerIndex       *int32                    `json:"backoffLimitPerIndex"`
+	MaxFailed      *int32                    `json:"maxFailedIndexes"`
+	FailurePolicy  *batchv1.PodFailurePolicy `json:"podFailurePolicy"`
+	SuccessPolicy  *batchv1.SuccessPolicy    `json:"successPolicy"`
 }
 
 type Pod struct {
@@ -325,7 +357,9 @@ func judge(ctx context.Context, crdDir, runtimePath, trainJobPath string) (*Outp
 	for _, rj := range js.Spec.ReplicatedJobs {
 		r := ReplicatedJob{Name: rj.Name, Replicas: rj.Replicas, Parallelism: rj.Template.Spec.Parallelism,
 			Completions: rj.Template.Spec.Completions, Ancestor: rj.Template.Labels["trainer.kubeflow.org/trainjob-ancestor-step"],
-			BackoffLimit: rj.Template.Spec.BackoffLimit, SuccessPolicy: rj.Template.Spec.SuccessPolicy}
+			BackoffLimit: rj.Template.Spec.BackoffLimit, PerIndex: rj.Template.Spec.BackoffLimitPerIndex,
+			MaxFailed: rj.Template.Spec.MaxFailedIndexes, FailurePolicy: rj.Template.Spec.PodFailurePolicy,
+			SuccessPolicy: rj.Template.Spec.SuccessPolicy}
 		if rj.Template.Spec.CompletionMode != nil {
 			r.CompletionMode = ptr.To(string(*rj.Template.Spec.CompletionMode))
 		}
@@ -355,7 +389,15 @@ func judge(ctx context.Context, crdDir, runtimePath, trainJobPath string) (*Outp
 	for i := range jobs.Items {
 		job := &jobs.Items[i]
 		jobIndex, _ := strconv.Atoi(job.Labels[jobsetv1alpha2.JobIndexKey])
-		for _, pod := range podsForJob(job) {
+		pods, err := controllerPods(ctx, job)
+		if err != nil {
+			return nil, err
+		}
+		for _, pod := range pods {
+			// the Priority admission plugin, before mutating webhooks (no priorityClassName, no globalDefault)
+			if pod.Spec.Priority == nil && pod.Spec.PriorityClassName == "" {
+				pod.Spec.Priority = ptr.To[int32](0)
+			}
 			raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(pod)
 			if err != nil {
 				return nil, err
@@ -370,6 +412,11 @@ func judge(ctx context.Context, crdDir, runtimePath, trainJobPath string) (*Outp
 				return nil, err
 			}
 			out.Pods = append(out.Pods, describePod(pod, job, jobIndex))
+		}
+	}
+	if failIndex >= 0 && len(jobs.Items) > 0 {
+		if out.Failures, err = judgeFailures(ctx, &jobs.Items[0], failIndex, exitCodes, repeatedCode); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil

@@ -361,7 +361,7 @@ def _selected(selector: str | None) -> str | None:
     return None
 
 
-SET_ON_CREATE = ("uid", "creationTimestamp", "generation")  # metadata the API server adds; and a status
+SET_ON_CREATE = ("uid", "creationTimestamp", "generation", "resourceVersion")  # metadata the API server adds; and a status
 
 
 def as_sent(stored: dict[str, Any]) -> dict[str, Any]:

@@ -10,8 +10,9 @@ cluster's names resolve there, and the replicas reach this machine only at the a
 names. Else the cluster's addresses, which name no host here, are mapped to loopback ports
 (keys.ADDRESSES_ENV, read by trainer_module/cluster.py). The job's status follows the processes as
 its operator's does (each kind's job_status); a failed replica the operator would create again (each kind's
-restarts: a TFJob's `restartPolicy: ExitCode`) starts again with the same environment; a deleted job's
-processes are stopped first, as a foreground deletion stops the pods.
+restarts: a TFJob's `restartPolicy: ExitCode`, a TrainJob node's podFailurePolicy and backoffLimitPerIndex)
+starts again after the operator's wait (restart_delay) with its new pod's environment (restarted_env); a
+deleted job's processes are stopped first, as a foreground deletion stops the pods.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from tfxd.kubeflow.replay import trainer_v2, training_operator
 from tfxd.kubeflow.replay.forked_tasks import container_temp
 from tfxd.kubeflow.replay.kube_api import KubeApi, Replica, now
 
-# each kind's operator: replicas, pod, restarts, job_status, deadline, ended and cleanup of its jobs
+# each kind's operator: replicas, pod, restarts, restart_delay, restarted_env, job_status, deadline, ended and
+# cleanup of its jobs
 OPERATORS: dict[str, ModuleType] = {keys.TrainJob.KIND: trainer_v2, keys.TFJob.KIND: training_operator}
 
 
@@ -57,6 +59,8 @@ class LocalOperators:
         self.processes: dict[tuple[str, str], dict[tuple[str, int], subprocess.Popen]] = {}
         self.temps: dict[tuple[str, str], dict[tuple[str, int], str]] = {}  # each pod's temporary folder
         self.replicas: dict[tuple[str, str], dict[tuple[str, int], tuple[Replica, dict[str, str]]]] = {}
+        self.failures: dict[tuple[str, str], dict[tuple[str, int], int]] = {}  # each replica's failed pods
+        self.due: dict[tuple[str, str], dict[tuple[str, int], tuple[float, str]]] = {}  # restarts: when, why
         self.started: dict[tuple[str, str], float] = {}
         self.finished: set[tuple[str, str]] = set()
         self.stopping = threading.Event()
@@ -91,7 +95,7 @@ class LocalOperators:
             addresses = {address: f"localhost:{next(ports)}" for address in replicas[0].addresses}
         self.started[key] = time.monotonic()
         self.finished.discard(key)
-        self.processes[key] = {}
+        self.processes[key], self.failures[key], self.due[key] = {}, {}, {}
         self.replicas[key] = {replica.id: (replica, addresses) for replica in replicas}
         for replica in replicas:
             self._start(key, job, replica.id)
@@ -101,14 +105,17 @@ class LocalOperators:
         """A replica's process, with its pod's environment; a ``restart`` (why) appends to its log, as
         `kubectl logs` of the new pod would carry on the replica's story here."""
         replica, addresses = self.replicas[key][replica_id]
-        temp = container_temp(self.log_dir, replica.pod)
-        env = {**os.environ, **self.env, **replica.env, "TMPDIR": temp}
+        operator, failures = OPERATORS[job["kind"]], self.failures[key].get(replica_id, 0)
+        made = operator.pod(job, replica.id, "Running", {"running": {"startedAt": now()}}, failures=failures)
+        temp = container_temp(self.log_dir, made["metadata"]["name"])
+        env = {**os.environ, **self.env, **replica.env, **operator.restarted_env(job, replica.id, failures),
+               "TMPDIR": temp}
         env.update({keys.ADDRESSES_ENV: json.dumps(addresses)} if addresses else {})
         env.pop("KUBERNETES_SERVICE_HOST", None)
         argv = self.argv_for(replica.container)
         if key in self.hosts:
             argv = self.hosts[key].hosts[_name(replica)].command(argv)
-        log_path = os.path.join(self.log_dir, f"{replica.pod}.log")
+        log_path = os.path.join(self.log_dir, f"{made['metadata']['name']}.log")
         with open(log_path, "a" if restart else "w", encoding="utf-8") as log:
             if restart:
                 log.write(f"\n---- replay: {restart} ----\n")
@@ -117,8 +124,7 @@ class LocalOperators:
                                        stdin=subprocess.DEVNULL, cwd=self.cwd, env=env)
         self.processes[key][replica.id] = process
         self.temps.setdefault(key, {})[replica.id] = temp
-        self.api.put_pod(OPERATORS[job["kind"]].pod(job, replica.id, "Running", {"running": {"startedAt": now()}}),
-                         log_path)
+        self.api.put_pod(made, log_path)
 
     def deleted(self, job: dict[str, Any]) -> None:
         key = (job["metadata"]["namespace"], job["metadata"]["name"])
@@ -127,6 +133,7 @@ class LocalOperators:
 
     def _stop(self, key: tuple[str, str]) -> None:
         self.replicas.pop(key, None)
+        self.due.pop(key, None)
         for process in (self.processes.pop(key, None) or {}).values():
             if process.poll() is None:
                 process.kill()
@@ -155,16 +162,23 @@ class LocalOperators:
             exit_code = code if code >= 0 else 128 - code
             state = {"terminated": {"exitCode": exit_code, "reason": "Completed" if code == 0 else "Error",
                                     "startedAt": now(), "finishedAt": now()}}
-            made = operator.pod(job, replica, "Succeeded" if code == 0 else "Failed", state)
+            failures = self.failures[key].get(replica, 0)
+            made = operator.pod(job, replica, "Succeeded" if code == 0 else "Failed", state, failures=failures)
             self.api.put_pod(made, self.api.logs.get((key[0], made["metadata"]["name"])))
             del self.processes[key][replica]
             temp = self.temps.get(key, {}).pop(replica, None)
             if temp:
                 shutil.rmtree(temp, ignore_errors=True)
-            if code != 0 and operator.restarts(job, replica, exit_code):  # the operator deletes the failed pod
-                restarting.append(replica[0])  # and creates it again
-                self._start(key, job, replica, f"pod {made['metadata']['name']} failed with exit code {exit_code}; "
-                                               "the operator created it again")
+            if code != 0 and operator.restarts(job, replica, exit_code, failures):  # the operator creates it again
+                self.failures[key][replica] = failures + 1
+                self.due[key][replica] = (time.monotonic() + operator.restart_delay(failures + 1),
+                                          f"pod {made['metadata']['name']} failed with exit code {exit_code}; "
+                                          "the operator created it again")
+        for replica, (when, why) in list(self.due.get(key, {}).items()):
+            if time.monotonic() >= when:
+                del self.due[key][replica]
+                restarting.append(replica[0])
+                self._start(key, job, replica, why)
         deadline = operator.deadline(job)
         late = deadline is not None and time.monotonic() - self.started[key] > deadline
         status = operator.job_status(job, self.api.job_pods(*key), deadline_passed=late, restarting=restarting)

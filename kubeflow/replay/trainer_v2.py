@@ -6,8 +6,10 @@ code gives it, so that local_operators.py runs each node as a process with exact
 
 Restated from kubeflow/trainer v2.3.0 and JobSet v0.12.0 and held to them: tests/conformance/test_trainer.py
 compares every node's environment, host name and labels with what the real code (conformance/trainer) makes
-of the same TrainJob, and the refusals with the real refusals. What differs: the nodes' host names mean
-nothing here, so their addresses are mapped to loopback ports (keys.ADDRESSES_ENV); the processes run
+of the same TrainJob, and the refusals with the real refusals. A node's failed pod meets the runtime's
+podFailurePolicy and backoffLimitPerIndex as the Job controller's code does (held to it there: each exit
+code's fate, the failure count on the new pod, the wait before it). What differs: the nodes' host names
+mean nothing here, so their addresses are mapped to loopback ports (keys.ADDRESSES_ENV); the processes run
 this install instead of the image.
 """
 
@@ -76,14 +78,20 @@ def replicas(job: dict[str, Any]) -> list[Replica]:
                     hosts[index]) for index in range(nodes)]
 
 
+# The Job controller's wait before a failed index's new pod (pkg/controller/job DefaultJobPodFailureBackOff),
+# doubling with each failure of the index up to MaxJobPodFailureBackOff
+POD_FAILURE_BACKOFF, MAX_POD_FAILURE_BACKOFF = 10.0, 600.0
+
+
 def host(jobset: str, index: int) -> str:
     """A node's host name: the Job controller's `<job>-<completion index>`, JobSet's Job `<jobset>-node-0`."""
     return f"{jobset}-{NAMES.REPLICATED_JOB}-0-{index}"
 
 
-def pod_name(jobset: str, index: int) -> str:
-    """`<host>-<5 characters>`, as the Job controller's generateName; here the same for the same node."""
-    return f"{host(jobset, index)}-{hashlib.sha256(host(jobset, index).encode()).hexdigest()[:5]}"
+def pod_name(jobset: str, index: int, failures: int = 0) -> str:
+    """`<host>-<5 characters>`, as the Job controller's generateName; here the same for the same node and
+    failure count (a failed node's new pod has a name of its own)."""
+    return f"{host(jobset, index)}-{hashlib.sha256(f'{host(jobset, index)}/{failures}'.encode()).hexdigest()[:5]}"
 
 
 def labels(job: dict[str, Any], index: int) -> dict[str, str]:
@@ -93,29 +101,37 @@ def labels(job: dict[str, Any], index: int) -> dict[str, str]:
             NAMES.JOB_INDEX_LABEL: "0", NAMES.COMPLETION_INDEX_LABEL: str(index)}
 
 
-def environment(job: dict[str, Any], index: int) -> dict[str, str]:
-    """The node container's environment: the runtime's (its downward API read from the pod's labels), the
-    TrainJob's trainer.env over it (Trainer's builder upserts by name), and the Job controller's
-    JOB_COMPLETION_INDEX."""
-    on_pod = labels(job, index)
+def pod_annotations(index: int, failures: int = 0) -> dict[str, str]:
+    """The Job controller's annotations on a node's pod: its completion index, and under the runtime's
+    backoffLimitPerIndex how many of the index's pods failed before it."""
+    return {NAMES.COMPLETION_INDEX_LABEL: str(index), NAMES.INDEX_FAILURES_ANNOTATION: str(failures)}
+
+
+def environment(job: dict[str, Any], index: int, failures: int = 0) -> dict[str, str]:
+    """The node container's environment: the runtime's (its downward API read from the pod's labels and
+    annotations), the TrainJob's trainer.env over it (Trainer's builder upserts by name), and the Job
+    controller's JOB_COMPLETION_INDEX."""
+    on_pod = {"labels": labels(job, index), "annotations": pod_annotations(index, failures)}
     env: dict[str, str] = {}
     for item in _runtime_container().get("env") or []:
         field = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", "")
-        label = re.fullmatch(r"metadata\.labels\['([^']+)'\]", field)
-        env[item["name"]] = on_pod[label.group(1)] if label else item.get("value", "")
+        read = re.fullmatch(r"metadata\.(labels|annotations)\['([^']+)'\]", field)
+        env[item["name"]] = on_pod[read.group(1)][read.group(2)] if read else item.get("value", "")
     for item in (job["spec"].get("trainer") or {}).get("env") or []:
         env[item["name"]] = item.get("value", "")
     env.setdefault(NAMES.COMPLETION_INDEX_ENV, str(index))
     return env
 
 
-def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_state: dict[str, Any]) -> dict[str, Any]:
-    """A node's pod as the Job controller creates it and the kubelet reports it."""
+def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_state: dict[str, Any],
+        failures: int = 0) -> dict[str, Any]:
+    """A node's pod as the Job controller creates it (``failures``: of the index's pods before it) and the
+    kubelet reports it."""
     name, index = job["metadata"]["name"], replica[1]
     container = _container(job)
     return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": pod_name(name, index), "namespace": job["metadata"]["namespace"],
-                         "labels": labels(job, index),
+            "metadata": {"name": pod_name(name, index, failures), "namespace": job["metadata"]["namespace"],
+                         "labels": labels(job, index), "annotations": pod_annotations(index, failures),
                          "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job",
                                               "name": f"{name}-{NAMES.REPLICATED_JOB}-0", "controller": True,
                                               "uid": str(uuid.uuid5(uuid.UUID(job["metadata"]["uid"]), "job"))}]},
@@ -125,19 +141,62 @@ def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_sta
                  "ready": phase == "Running", "restartCount": 0, "state": container_state}]}}
 
 
-def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> bool:
-    """Never: tfxd's runtime gives the Job backoffLimit 0 and its pods restartPolicy Never, and a TrainJob
-    can change neither (Trainer v2.3's runtimePatches reach a pod's placement, not its restarts)."""
-    return False
+def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int, failures: int = 0) -> bool:
+    """Whether the Job controller makes a new pod for a node whose pod failed with ``exit_code`` after
+    ``failures`` earlier failures of its index: not when a FailJob rule of the runtime's podFailurePolicy
+    matches the code, nor past backoffLimitPerIndex (then the index fails, and with maxFailedIndexes 0 the
+    Job). A TrainJob changes neither (Trainer v2.3's runtimePatches reach a pod's placement)."""
+    return fate(exit_code, failures) is None
+
+
+def restart_delay(failures: int) -> float:
+    """Seconds the Job controller waits before the new pod of an index that failed ``failures`` times."""
+    return min(POD_FAILURE_BACKOFF * 2 ** (failures - 1), MAX_POD_FAILURE_BACKOFF)
+
+
+def restarted_env(job: dict[str, Any], replica: tuple[str, int], failures: int) -> dict[str, str]:
+    """A node's environment in its new pod: the failure count its annotation carries."""
+    return environment(job, replica[1], failures)
+
+
+def fate(exit_code: int, failures: int, pod: str = "") -> tuple[str, str] | None:
+    """How a node's failed pod fails the Job ((reason, message) of the Job's Failed condition), or None
+    when the index gets a new pod (pkg/controller/job: matchPodFailurePolicy, then the index's count
+    against backoffLimitPerIndex)."""
+    spec = _node_job()["template"]["spec"]
+    for at, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
+        codes = rule.get("onExitCodes") or {}
+        if not codes or codes.get("containerName", NAMES.CONTAINER) != NAMES.CONTAINER:
+            continue
+        if (exit_code in codes["values"]) == (codes["operator"] == "In"):
+            if rule["action"] == "FailJob":
+                return "PodFailurePolicy", (f"Container {NAMES.CONTAINER} for pod {pod} failed with exit code "
+                                            f"{exit_code} matching FailJob rule at index {at}")
+            if rule["action"] == "Ignore":
+                return None
+            break
+    if failures + 1 > spec.get("backoffLimitPerIndex", 0):
+        return "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes"
+    return None
 
 
 def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False,
                restarting: list[str] | None = None) -> dict[str, Any]:
     """The TrainJob's status as Trainer copies it from the JobSet: Complete when the Job is (node 0
-    succeeded: the runtime's Job success policy), Failed when a node failed (backoffLimit 0, JobSet's
-    maxRestarts 0) or the TrainJob outlived activeDeadlineSeconds; jobsStatus counts the one Job."""
-    phases = {item["metadata"]["labels"][NAMES.COMPLETION_INDEX_LABEL]: item["status"]["phase"] for item in pods}
-    failed = "Failed" in phases.values()
+    succeeded: the runtime's Job success policy), Failed when a node's failed pod failed the Job (its
+    podFailurePolicy, its backoffLimitPerIndex; JobSet's maxRestarts 0) or the TrainJob outlived
+    activeDeadlineSeconds; jobsStatus counts the one Job. A failed pod whose index gets a new one fails
+    nothing."""
+    latest: dict[str, dict[str, Any]] = {}
+    failed = False
+    for item in pods:
+        index, count = item["metadata"]["labels"][NAMES.COMPLETION_INDEX_LABEL], _failures(item)
+        if index not in latest or count >= _failures(latest[index]):
+            latest[index] = item
+        if item["status"]["phase"] == "Failed":
+            ended = item["status"]["containerStatuses"][0]["state"].get("terminated") or {}
+            failed = failed or fate(ended.get("exitCode", 1), count) is not None
+    phases = {index: item["status"]["phase"] for index, item in latest.items()}
     done = phases.get("0") == "Succeeded" and not failed
     conditions = []
     if deadline_passed and not done:
@@ -161,9 +220,18 @@ def _condition(kind: str, reason: str, message: str) -> dict[str, Any]:
     return {"type": kind, "status": "True", "reason": reason, "message": message, "lastTransitionTime": now()}
 
 
-def _runtime_container() -> dict[str, Any]:
+def _failures(pod: dict[str, Any]) -> int:
+    return int(pod["metadata"].get("annotations", {}).get(NAMES.INDEX_FAILURES_ANNOTATION, 0))
+
+
+def _node_job() -> dict[str, Any]:
     [job] = [j for j in runtime()["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == NAMES.REPLICATED_JOB]
-    return next(c for c in job["template"]["spec"]["template"]["spec"]["containers"] if c["name"] == NAMES.CONTAINER)
+    return job
+
+
+def _runtime_container() -> dict[str, Any]:
+    spec = _node_job()["template"]["spec"]["template"]["spec"]
+    return next(c for c in spec["containers"] if c["name"] == NAMES.CONTAINER)
 
 
 def _container(job: dict[str, Any]) -> dict[str, Any]:

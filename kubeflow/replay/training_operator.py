@@ -103,8 +103,10 @@ def cleanup(job: dict[str, Any], deadline_passed: bool) -> tuple[bool, set[str] 
     return policy != "None" or deadline_passed, {"Running", "Pending"} if policy in ("Running", "None") else None
 
 
-def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_state: dict[str, Any]) -> dict[str, Any]:
-    """A replica's pod as the operator creates it and the kubelet reports it."""
+def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_state: dict[str, Any],
+        failures: int = 0) -> dict[str, Any]:
+    """A replica's pod as the operator creates it (again after ``failures``, under the same name) and the
+    kubelet reports it."""
     kind, index = replica
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
     template = job["spec"]["tfReplicaSpecs"][kind]["template"]
@@ -124,7 +126,7 @@ def pod(job: dict[str, Any], replica: tuple[str, int], phase: str, container_sta
                  "restartCount": 0, "state": container_state}]}}
 
 
-def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> bool:
+def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int, failures: int = 0) -> bool:
     """Whether the operator deletes a replica's failed pod and creates it again (pkg/controller.v1/common/pod.go,
     ReconcilePods): under restartPolicy ExitCode when its exit code is retryable (128 or more, a signal:
     tfxd.stops.by_signal), under OnFailure and Always
@@ -132,6 +134,16 @@ def restarts(job: dict[str, Any], replica: tuple[str, int], exit_code: int) -> b
     address stay, as here). Never, the default: the pod stays failed and fails the job."""
     policy = job["spec"]["tfReplicaSpecs"][replica[0]].get("restartPolicy", "Never")
     return policy in ("OnFailure", "Always") or (policy == "ExitCode" and stops.by_signal(exit_code))
+
+
+def restart_delay(failures: int) -> float:
+    """The operator creates a failed replica's pod again at its next reconcile."""
+    return 0.0
+
+
+def restarted_env(job: dict[str, Any], replica: tuple[str, int], failures: int) -> dict[str, str]:
+    """A replica's new pod has the environment of the one before."""
+    return {}
 
 
 def job_status(job: dict[str, Any], pods: list[dict[str, Any]], deadline_passed: bool = False,

@@ -73,7 +73,8 @@ def test_the_real_code_makes_the_nodes_each_derives_its_tf_config_from(case, tmp
     [job] = real["jobSet"]["replicatedJobs"]
     assert (job["name"], job["parallelism"], job["completions"], job["completionMode"]) == (
         "node", len(roles), len(roles), "Indexed")
-    assert job["backoffLimit"] == 0 and job["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert job["successPolicy"] == {"rules": [{"succeededIndexes": "0"}]}
+    assert (job["backoffLimit"], job["backoffLimitPerIndex"], job["maxFailedIndexes"]) == (None, 3, 0)
     assert real["jobSet"]["subdomain"] == real["jobSet"]["headlessService"] == body["metadata"]["name"]
     pods = sorted(real["pods"], key=lambda pod: pod["podIndex"])
     clusters = [from_environment(environment(pod)) for pod in pods]
@@ -154,10 +155,83 @@ def stand_in_agrees(good: dict[str, Any], bad: dict[str, Any], real: str, words:
 
 def test_zero_nodes_pass_trainer_v2_3_so_tfxd_refuses_them_itself(tmp_path):
     """Trainer v2.3.0 has no minimum on numNodes (kubeflow/trainer #3805, fixed after it): a TrainJob of
-    zero nodes is accepted and makes no pod, a training that never starts. tfxd's spec refuses it."""
+    zero nodes is accepted, Trainer and JobSet build its Job, and the Job API refuses that Job (its
+    success policy names node 0, which it has not): a training that never starts. tfxd's spec refuses it."""
     empty = trainjob.body("taxi-trainer-0", NAMESPACE, settings(tmp_path), ["A"])
     empty["spec"]["trainer"]["numNodes"] = 0
-    real = accepted(empty, tmp_path)
-    assert real["pods"] == [] and real["jobSet"]["replicatedJobs"][0]["parallelism"] == 0
+    said = refusal(empty, tmp_path)
+    assert said.startswith("the Job API refuses Job taxi-trainer-0-node-0: ") and "too large index" in said
     with pytest.raises(SpecError, match="targets.kubeflow.trainer.workers"):
         loaded(tmp_path, {"operator": "trainjob", "workers": 0})
+
+
+def failures(body: dict[str, Any], tmp_path: Path, runtime: Path = RUNTIME) -> dict[str, Any]:
+    """What the Job API and the Job controller do when node 1's pod fails: with each of CODES once, and
+    killed by SIGKILL every time (conformance/trainer/jobs.go)."""
+    path = tmp_path / "failing.yaml"
+    path.write_text(yaml.safe_dump(body))
+    result = subprocess.run([str(JUDGE), "--failures", "1", "--exit-codes", ",".join(map(str, CODES)),
+                             "--repeated", "137", str(runtime), str(path)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)["failures"]
+
+
+CODES = (1, 2, 3, 126, 127, 128, 134, 137, 143, 255)
+
+
+def test_a_node_killed_by_a_signal_gets_a_new_pod_and_an_error_fails_the_job_as_the_job_controller_does(tmp_path):
+    """The runtime's podFailurePolicy, backoffLimitPerIndex and maxFailedIndexes through the Job API's own
+    validation and kube-controller-manager's own Job controller (k8s.io/kubernetes v1.36: pkg/registry/
+    batch/job, pkg/controller/job): an error exit fails the Job at once; a signal's (128 or more: preempted,
+    evicted, out of memory) gets a new pod, whose failure-count annotation the node reads, up to 3 times;
+    the fourth fails the Job. The stand-in replay runs (trainer_v2) decides each the same way, with the
+    controller's words and wait, and gives the new pod the environment the real one has."""
+    body = trainjob.body("taxi-trainer-ps", NAMESPACE, settings(tmp_path, parameter_servers=1), ["A"])
+    real = failures(body, tmp_path)
+    assert real["podFailureBackoffSeconds"] == trainer_v2.POD_FAILURE_BACKOFF
+    for code in CODES:
+        fate = real["byExitCode"][str(code)]
+        assert fate["newPodsFailureCounts"] == ([] if code < 128 else ["1"]), code
+        assert trainer_v2.restarts(body, ("node", 1), code, 0) == (code >= 128)
+        stand_in = trainer_v2.fate(code, 0, "team-a/POD")
+        if code < 128:
+            assert fate["jobFailedReason"] == stand_in[0] == "PodFailurePolicy"
+            pod = fate["jobFailedMessage"].split("for pod ")[1].split(" ")[0]
+            assert fate["jobFailedMessage"] == trainer_v2.fate(code, 0, pod)[1]
+        else:
+            assert stand_in is None
+    repeated = real["repeated"]
+    assert repeated["newPodsFailureCounts"] == ["1", "2", "3"]
+    assert repeated["jobFailedReason"] == "MaxFailedIndexesExceeded"
+    assert [trainer_v2.restarts(body, ("node", 1), 137, n) for n in range(4)] == [True, True, True, False]
+    assert trainer_v2.fate(137, 3) == (repeated["jobFailedReason"], repeated["jobFailedMessage"])
+    # the count the new pod's annotation carries reaches the node, which goes on as a worker
+    again = trainer_v2.restarted_env(body, ("node", 1), 1)
+    assert again[keys.TrainJob.INDEX_FAILURES_ENV] == "1"
+    assert (from_environment(again).task_type, from_environment(again).task_index) == ("worker", 0)
+    assert [trainer_v2.restart_delay(n) for n in (1, 2, 3)] == [10.0, 20.0, 40.0]
+
+
+def test_the_job_controller_judge_bites(tmp_path):
+    """The judge run on the runtime as it was (backoffLimit 0, no policy): the Job controller fails the
+    Job on the first killed node, where tfxd's runtime gives it a new pod; and the Job API refuses a
+    policy it cannot take (exit code 0 in an In rule)."""
+    body = trainjob.body("taxi-trainer-ps", NAMESPACE, settings(tmp_path, parameter_servers=1), ["A"])
+    runtime = yaml.safe_load(RUNTIME.read_text())
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    strict = copy.deepcopy(runtime)
+    spec = strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    for key in ("backoffLimitPerIndex", "maxFailedIndexes", "podFailurePolicy"):
+        del spec[key]
+    spec["backoffLimit"] = 0
+    path = tmp_path / "strict-runtime.yaml"
+    path.write_text(yaml.safe_dump(strict))
+    fate = failures(body, tmp_path, path)["byExitCode"]["137"]
+    assert (fate["newPodsFailureCounts"], fate["jobFailedReason"]) == ([], "BackoffLimitExceeded")
+
+    node["podFailurePolicy"]["rules"][0]["onExitCodes"]["values"].insert(0, 0)
+    path = tmp_path / "zero-runtime.yaml"
+    path.write_text(yaml.safe_dump(runtime))
+    said = refusal(body, tmp_path, path)
+    assert said.startswith("the Job API refuses Job taxi-trainer-ps-node-0: ")
+    assert "must not be 0 for the In operator" in said

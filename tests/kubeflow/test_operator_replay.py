@@ -37,6 +37,7 @@ import pytest
 import yaml
 
 from tests.buckets.server import GOOGLE_NAMES, bucket_server
+from tests.conformance.test_trainer import accepted as trainer_accepted
 from tests.conformance.test_training_operator import accepted, stand_in
 from tests.conftest import REPO
 from tests.kubeflow.kfp_rules import backend_problems
@@ -161,11 +162,13 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
                                                                                          "index": 0}
 
 
-def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen) -> str:
-    """SIGKILL the TFJob's worker 0 once the chief has trained an epoch; its pod's name. Every replica runs
-    on its own host: a namespace of its own, whose hosts file gives each replica's cluster name its address."""
+def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen,
+                                   worker: tuple[str, int] = ("Worker", 0), chief: str = "*-chief-0.log") -> str:
+    """SIGKILL the job's ``worker`` (a TFJob's by default) once the chief (its log ``chief``) has trained an
+    epoch; its pod's name. Every replica runs on its own host: a namespace of its own, whose hosts file
+    gives each replica's cluster name its address."""
     deadline = time.monotonic() + 300
-    while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob("*-chief-0.log")):
+    while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob(chief)):
         assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
         time.sleep(0.1)
     [job] = list(operator.processes)
@@ -173,10 +176,56 @@ def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: 
     for (kind, index), process in operator.processes[job].items():
         namespace = subprocess.run(["ip", "netns", "identify", str(process.pid)], capture_output=True,
                                    text=True).stdout.strip()
+        replica = operator.replicas[job][(kind, index)][0]
         assert namespace == hosts[f"{kind.lower()}-{index}"].namespace, (kind, index, namespace)
-        assert hosts[f"{kind.lower()}-{index}"].hostname == f"{job[1]}-{kind.lower()}-{index}.{job[0]}.svc"
-    operator.processes[job][("Worker", 0)].kill()
-    return f"{job[1]}-worker-0"
+        assert hosts[f"{kind.lower()}-{index}"].hostname == replica.address.rsplit(":", 1)[0]
+    operator.processes[job][worker].kill()
+    return operator.replicas[job][worker][0].pod
+
+
+def test_the_trainer_task_as_a_parameter_server_trainjob_rides_out_its_worker_killed(replayed, tmp_path):
+    """The same with operator: trainjob: the worker node, killed after the first epoch, gets a new pod from
+    the Job controller after its wait (tfxd's runtime: backoffLimitPerIndex, held to the real controller in
+    tests/conformance/test_trainer.py), reads its failure count there, rejoins as a worker, and the
+    training goes on to an exported model while the chief trained meanwhile."""
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+    from tfxd.kubeflow.replay import trainer_v2
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
+
+    def with_ps(config: dict) -> None:
+        config["operator_job"].update(workers=1, parameter_servers=1, operator="trainjob")
+        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
+
+    executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
+    server, project = replayed["server"], str(replayed["project"])
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
+    made: list[dict] = []
+    with _operators(server, tmp_path, project, env) as operator:
+        operator.created = _recording(operator.created, made)
+        task = _run_task(server, executor_input, operator, env, project)
+        try:
+            killed = _kill_the_worker_after_an_epoch(operator, tmp_path / "logs", task, ("node", 1), "*-node-0-0-*.log")
+            output = task.communicate(timeout=600)[0]
+        finally:
+            if task.poll() is None:
+                task.kill()
+    assert task.returncode == 0, output[-3000:]
+    [job] = made
+    name = job["metadata"]["name"]
+    assert trainer_accepted(as_sent(job), tmp_path)["jobSet"]["replicatedJobs"][0]["backoffLimitPerIndex"] == 3
+    logs = tmp_path / "logs"
+    chief = (logs / f"{trainer_v2.pod_name(name, 0)}.log").read_text()
+    again = (logs / f"{trainer_v2.pod_name(name, 1, failures=1)}.log").read_text()
+    assert killed == trainer_v2.pod_name(name, 1)
+    assert f"pod {killed} failed with exit code 137; the operator created it again" in again
+    assert "was started again after its pod was killed" not in again  # it went on as the worker
+    lost = chief.index("Worker /job:worker/replica:0/task:0 failed with UnavailableError")
+    assert chief.index("Worker /job:worker/replica:0/task:0 has been recovered") > lost
+    assert "> Trainer epoch 10/10" in chief[lost:] and "resumes at epoch" not in chief
+    model = f"{outputs}/Trainer/model"
+    assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
 
 
 def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
@@ -290,6 +339,7 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
     again under the same name, and the chief resumes from the BackupAndRestore checkpoint, not epoch 1."""
     from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
     from tfxd import stops
+    from tfxd.kubeflow.replay import trainer_v2
 
     (tmp_path / "user").mkdir()
     (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS.replace("time.sleep(0.5)", "time.sleep(1.5)"))
@@ -317,7 +367,7 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
         finally:
             if first.poll() is None:
                 first.kill()
-        worker_log = next((tmp_path / "logs").glob(f"{job[1]}-node-0-1-*.log")).read_text()
+        worker_log = (tmp_path / "logs" / f"{trainer_v2.pod_name(job[1], 1)}.log").read_text()
         assert worker.returncode == 143, (worker.returncode, worker_log[-3000:])
         # it stopped at a step boundary on its own, not at the deadline its stop watch set
         assert f"still running {stops.DEADLINE_SECONDS:g} s after SIGTERM" not in worker_log, worker_log[-3000:]
@@ -335,7 +385,7 @@ def test_a_node_stopped_by_sigterm_ends_in_time_fails_the_step_and_the_retried_s
         second = _run_task(server, executor_input, operator, env, project)
         output = second.communicate(timeout=600)[0]
         assert second.returncode == 0, output[-3000:]
-        chief = next((tmp_path / "logs").glob(f"{job[1]}-node-0-0-*.log")).read_text()
+        chief = (tmp_path / "logs" / f"{trainer_v2.pod_name(job[1], 0)}.log").read_text()
     assert f"created TrainJob {REPLAY_NAMESPACE}/{job[1]}" in output  # the same name: one job per run and task
     resumed = [line for line in chief.splitlines() if "Trainer resumes at epoch " in line]
     assert resumed and int(resumed[0].split("resumes at epoch ")[1].split("/")[0]) > 1, chief[-3000:]

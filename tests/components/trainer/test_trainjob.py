@@ -219,3 +219,27 @@ def test_each_node_is_the_task_its_tf_config_names(tmp_path, servers, tasks):
                                names.COMPLETION_INDEX_ENV: str(node), names.NODES_ENV: "4",
                                names.PARAMETER_SERVERS_ENV: str(servers)})
         assert f"{cluster.task_type}-{cluster.task_index}" == task
+
+
+@pytest.mark.parametrize(("servers", "node", "goes_on", "why"), [
+    (1, 1, True, ""), (1, 2, True, ""),
+    (1, 0, False, "node 0 (chief 0) was started again after its pod was killed (2 of its pods failed"),
+    (1, 3, False, "a parameter server's variables went with its pod"),
+    (0, 1, False, "a MultiWorkerMirrored worker cannot rejoin its peers' collective")])
+def test_a_node_started_again_goes_on_only_as_a_parameter_server_worker(servers, node, goes_on, why):
+    """The Job controller gives a node killed by a signal a new pod (tfxd's runtime, backoffLimitPerIndex),
+    whose failure count the node reads: a ParameterServer worker rejoins (TensorFlow's coordinator takes
+    it back); any other node refuses, with an error, which fails the Job (the runtime's podFailurePolicy)."""
+    from tfxd.trainer_module.cluster import ClusterError, from_jobset
+
+    names = keys.TrainJob
+    env = {names.JOBSET_NAME_ENV: "demo", names.REPLICATED_JOB_ENV: "node", names.JOB_INDEX_ENV: "0",
+           names.COMPLETION_INDEX_ENV: str(node), names.NODES_ENV: "4", names.PARAMETER_SERVERS_ENV: str(servers),
+           names.INDEX_FAILURES_ENV: "0"}
+    from_jobset(env)  # the first pod of every node
+    if goes_on:
+        assert from_jobset({**env, names.INDEX_FAILURES_ENV: "2"}).task_type == "worker"
+        return
+    with pytest.raises(ClusterError) as refused:
+        from_jobset({**env, names.INDEX_FAILURES_ENV: "2"})
+    assert why in str(refused.value) and "fails the TrainJob; retry the pipeline's step" in str(refused.value)
