@@ -73,7 +73,7 @@ $(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 | $(STAMP)
 engines: $(ENGINES_STAMP)
 
 # One Go module (conformance/go.mod), three judges: the Training Operator's (TFJob), Kubeflow Trainer v2's
-# with JobSet's (TrainJob), and the cron parsers of KFP (robfig/cron v1) and, standing in for Vertex's,
+# with JobSet's and Kubernetes' Job API and Job controller (TrainJob), and the cron parsers of KFP (robfig/cron v1) and, standing in for Vertex's,
 # robfig/cron v3; built together, they compile the Kubernetes libraries they share once. The CRDs each reads
 # come from the same module versions, and sit beside the programs.
 $(CONFORMANCE_STAMP): conformance/go.mod conformance/go.sum $(wildcard conformance/*/*.go conformance/*/*/*.go)
@@ -89,6 +89,7 @@ conformance: $(CONFORMANCE_STAMP)
 $(SERVICES_STAMP): services/gcs/go.mod services/gcs/go.sum
 	@command -v go >/dev/null || { echo "Go not found: make test builds fake-gcs-server, the Cloud Storage API server the tests of buckets run against; install Go 1.26 or newer and retry" >&2; exit 2; }
 	@command -v ip >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=600 iproute2 >/dev/null; } || { echo "ip (Debian's iproute2) not found: the tests of buckets run their processes in network namespaces of their own; install it (apt-get install iproute2) and retry" >&2; exit 2; }
+	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q -o DPkg::Lock::Timeout=600 iptables >/dev/null; } || { echo "iptables not found: the tests and bench/faults.py delay and drop a replica's packets with it (a slow, lossy link: bench/link_delay.py); install it (apt-get install iptables) and retry" >&2; exit 2; }
 	@rm -rf $(SERVICES).partial && mkdir -p $(SERVICES).partial
 	cd services/gcs && go build -mod=readonly -trimpath -buildvcs=false -ldflags=-s -o $(abspath $(SERVICES)).partial/ github.com/fsouza/fake-gcs-server
 	rm -rf $(SERVICES) && mv $(SERVICES).partial $(SERVICES) && touch $@
@@ -130,7 +131,6 @@ test: setup
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: setup examples engines services
-	@command -v iptables >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get install -y -q iptables >/dev/null; } || { echo "iptables not found: bench/faults.py drops a replica's packets with it (a lossy link); install it (apt-get install iptables) and retry" >&2; exit 2; }
 	$(PY) bench/run.py
 
 wheel: | $(UV)

@@ -11,10 +11,11 @@ a bridge, port 2222, components/trainer/replica_hosts.py). Each fault is dealt o
 - the same, worker 1 frozen (SIGSTOP), and worker 1's host cut off (its link set down), under
   `training.peer_timeout: 5`: seconds to the exit, against the bound tfxd set (TensorFlow's coordination
   service heartbeat timeout);
-- the same, worker 1's link turned slow and lossy (a token bucket of 10 Mbit/s each way and 1% of its
-  packets dropped each way): the training finishes; its wall against the same training without it. This
-  machine's kernel has no netem (CONFIG_NET_SCH_NETEM is off): no delay is added, the loss is iptables'
-  `statistic` match in the replica's namespace;
+- the same, worker 1's link turned slow and lossy for the last 30 steps (a token bucket of 10 Mbit/s, 50 ms
+  more and 1% of its packets dropped, each way; a step takes seconds over it): the training finishes; its
+  wall against the same training without it. This
+  machine's kernel has no netem (CONFIG_NET_SCH_NETEM is off): the delay and the loss are link_delay.py's,
+  netfilter's queue read in the replica's namespace;
 - ParameterServer, a chief, 2 workers and a ps: worker 1 killed; tfxd starts it again and the training
   finishes: its wall time against the same training without the fault.
 And the planner's rule where communication costs something: examples/s of 1 (the planner's choice on one
@@ -27,8 +28,11 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -37,7 +41,7 @@ import numpy as np
 import psutil
 
 NAME = "faults"
-STEPS, EVERY, TIMEOUT, LOSS, BATCH, LINK_STEPS = 300, 10, 5, 0.01, 8, 1000
+STEPS, EVERY, TIMEOUT, LOSS, DELAY, SLOW_STEPS, BATCH, LINK_STEPS = 300, 10, 5, 0.01, 0.05, 30, 8, 1000
 TOKEN_BUCKET = ["tbf", "rate", "10mbit", "burst", "32kbit", "latency", "100ms"]
 SPEC = f"""\
 tfxd: 1
@@ -172,8 +176,13 @@ def _cut(pid: int) -> bool:
     return bridge is not None
 
 
-def _slow(pid: int, links: list[int], loss: float = 0.0) -> bool:
-    """Replicas' links (by place) as a 10 Mbit/s token bucket each way, dropping ``loss`` of the packets."""
+# link_delay.py processes started by _slow, stopped by _run once its training ended: each with its counts file
+_DELAYERS: list[tuple[subprocess.Popen, str]] = []
+
+
+def _slow(pid: int, links: list[int], loss: float = 0.0, delay: float = 0.0) -> bool:
+    """Replicas' links (by place) as a 10 Mbit/s token bucket each way; with ``delay`` or ``loss``, each
+    packet held ``delay`` seconds and ``loss`` of them dropped, each way (link_delay.py in the namespace)."""
     bridge = _bridge(pid)
     # the hosts files are written once every host is made
     if bridge is None or not all(os.path.exists(f"/etc/netns/{bridge}-worker-{place}/hosts") for place in links):
@@ -183,10 +192,28 @@ def _slow(pid: int, links: list[int], loss: float = 0.0) -> bool:
         for command in (["tc", "qdisc", "add", "dev", f"{bridge}h{place}", "root", *TOKEN_BUCKET],
                         [*inside, "tc", "qdisc", "add", "dev", "eth0", "root", *TOKEN_BUCKET]):
             subprocess.run(command, check=True)
-        for chain in ("INPUT", "OUTPUT") if loss else ():
-            subprocess.run([*inside, "iptables", "-A", chain, "-m", "statistic", "--mode", "random",
-                            "--probability", str(loss), "-j", "DROP"], check=True)
+        if delay or loss:
+            counts = f"{tempfile.mkdtemp(prefix='tfxd-link-')}/counts.json"
+            delayer = subprocess.Popen([*inside, sys.executable, os.path.join(os.path.dirname(__file__), "link_delay.py"),
+                                        "--device", "eth0", "--delay", str(delay), "--loss", str(loss),
+                                        "--stats", counts], stdout=subprocess.PIPE, text=True)
+            _DELAYERS.append((delayer, counts))
+            if delayer.stdout.readline().strip() != "link delay ready":
+                raise RuntimeError(f"link_delay.py did not start in {inside[-1]}")
     return True
+
+
+def _delayers_stopped() -> list[dict]:
+    """Stops the link delays _slow started; their counts (packets accepted, dropped, the least held)."""
+    counts = []
+    while _DELAYERS:
+        delayer, path = _DELAYERS.pop()
+        delayer.terminate()
+        delayer.wait(timeout=30)
+        with open(path, encoding="utf-8") as read:
+            counts.append(json.load(read))
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
+    return counts
 
 
 def _run(folder: str, *extra: str, fault: Callable[[int], bool] | None = None, at_steps: int = 45) -> dict:
@@ -201,7 +228,8 @@ def _run(folder: str, *extra: str, fault: Callable[[int], bool] | None = None, a
                                stderr=subprocess.DEVNULL)
     dealt = None
     while fault is not None and dealt is None and process.poll() is None:
-        under_way = len(_lines(folder, "steps.txt")) >= at_steps * 2 or _lines(folder, "epochs.txt")
+        steps = _lines(folder, "steps.txt")  # none under ParameterServer: Keras runs no step hooks there
+        under_way = len(steps) >= at_steps * 2 if steps else _lines(folder, "epochs.txt")
         if under_way and fault(process.pid):
             dealt = time.monotonic()
         time.sleep(0.05)
@@ -209,7 +237,7 @@ def _run(folder: str, *extra: str, fault: Callable[[int], bool] | None = None, a
     end = time.monotonic()
     rate = _lines(folder, "rate.txt")
     return {"wall_s": end - start, "code": code, "detection_s": end - dealt if dealt else None,
-            "steps_per_s": float(rate[0]) if rate else None}
+            "steps_per_s": float(rate[0]) if rate else None, "link_delay": _delayers_stopped()}
 
 
 def _redone(folder: str) -> int:
@@ -247,7 +275,7 @@ def run(quick: bool = False) -> dict:
     timeout = ("--set", f"training.peer_timeout={TIMEOUT}")
     frozen = _run(_project("mwms-frozen", *timeout), *timeout, fault=_signal(signal.SIGSTOP))
     cut = _run(_project("mwms-cut", *timeout), *timeout, fault=_cut)
-    lossy = _run(_project("mwms-lossy"), fault=lambda pid: _slow(pid, [1], LOSS))
+    lossy = _run(_project("mwms-lossy"), fault=lambda pid: _slow(pid, [1], LOSS, DELAY), at_steps=STEPS - SLOW_STEPS)
     ps_killed = _run(ps := _project("ps-killed", *PS), *PS, fault=_signal(signal.SIGKILL))
     ps_epochs = _lines(ps, "epochs.txt")
     ps_clean = _run(_project("ps-clean", *PS), *PS)
@@ -268,7 +296,8 @@ def run(quick: bool = False) -> dict:
                             r["code"] == 1 and (r["detection_s"] or 99) <= TIMEOUT + 10)
               for what, r in (("Frozen", frozen), ("Cut-off", cut))],
             common.target("Slow, lossy link", "finishes, no peer timeout tripped",
-                          lossy["code"] == 0 and lossy["detection_s"] is not None),
+                          lossy["code"] == 0 and lossy["detection_s"] is not None
+                          and all(c["dropped"] and c["least_hold_s"] >= DELAY for c in lossy["link_delay"])),
             common.target("Killed ParameterServer worker", "finishes, every epoch once, <= 1.5x the clean wall",
                           ps_killed["code"] == 0 and ps_killed["detection_s"] is not None
                           and ps_epochs == [str(e) for e in range(1, 11)] and ps_killed["wall_s"] <= 1.5 * ps_clean["wall_s"]),
@@ -294,8 +323,9 @@ def table_rows(result: dict) -> list[str]:
                                 ("cut off (its host's link down)", result["mwms_cut"], targets[3]))]
     lossy, ps_killed, ps_clean, link = result["mwms_lossy"], result["ps_killed"], result["ps_clean"], result["link"]
     rows += [
-        f"| Faults: a MultiWorkerMirrored worker's link turned slow and lossy mid-training (10 Mbit/s, "
-        f"{LOSS:.0%} loss each way; no delay: no netem here): wall vs the same training without it | "
+        f"| Faults: a MultiWorkerMirrored worker's link turned slow and lossy for the last {SLOW_STEPS} steps "
+        f"(10 Mbit/s, {DELAY * 1000:.0f} ms and {LOSS:.0%} loss each way, bench/link_delay.py: no netem here): "
+        "wall vs the same training without it | "
         f"{_outcome(lossy)} | {clean['wall_s']:.1f} s | {result['lossy_overhead']:.2f} | {common.judged(targets[4])} |",
         f"| Faults: a ParameterServer worker killed mid-training, restarted by tfxd: wall vs the same training "
         f"without it | {ps_killed['wall_s']:.1f} s; {result['ps_epochs']} epochs, none twice | "

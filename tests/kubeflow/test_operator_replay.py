@@ -113,30 +113,10 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
     parameter server: the operator's TF_CONFIG leads the planner to ParameterServer. The worker, killed
     after the first epoch (SIGKILL, as a preempted node's pod), is created again by the operator (its
     restartPolicy ExitCode), rejoins, and the training it held up goes on to an exported model."""
-    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
-
-    (tmp_path / "user").mkdir()
-    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
-
-    def with_ps(config: dict) -> None:
-        config["operator_job"].update(workers=1, parameter_servers=1, operator="tfjob")
-        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
-
-    executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
-    server, project = replayed["server"], str(replayed["project"])
-
-    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
-    made: list[dict] = []
-    with _operators(server, tmp_path, project, env) as operator:
-        operator.created = _recording(operator.created, made)
-        task = _run_task(server, executor_input, operator, env, project)
-        try:
-            killed = _kill_the_worker_after_an_epoch(operator, tmp_path / "logs", task)
-            output = task.communicate(timeout=600)[0]
-        finally:
-            if task.poll() is None:
-                task.kill()
-        logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
+    task, output, made, outputs, killed, operator = _ps_worker_killed(replayed, tmp_path, "tfjob", ("Worker", 0),
+                                                                       "*-chief-0.log")
+    server = replayed["server"]
+    logs = {path.name: path.read_text() for path in (tmp_path / "logs").glob("*.log")}
     assert not operator.hosts  # each job's hosts went with its processes
     assert task.returncode == 0, output[-3000:]
     assert "(1 Chief, 1 Worker, 1 PS)" in output
@@ -162,10 +142,39 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
                                                                                          "index": 0}
 
 
+def _ps_worker_killed(replayed, tmp_path: Path, kind: str, worker: tuple[str, int], chief: str):
+    """The replayed Trainer task with ``kind``'s operator, a chief, one worker and one parameter server,
+    slowed a little at each epoch's end, its ``worker`` killed after the first epoch (the chief's log:
+    ``chief``); once the task ended: the task, its output, the jobs it created, its outputs' folder, the
+    killed pod's name and the operators' stand-in."""
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
+
+    def with_ps(config: dict) -> None:
+        config["operator_job"].update(workers=1, parameter_servers=1, operator=kind)
+        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
+
+    executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
+    server, project = replayed["server"], str(replayed["project"])
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
+    made: list[dict] = []
+    with _operators(server, tmp_path, project, env) as operator:
+        operator.created = _recording(operator.created, made)
+        task = _run_task(server, executor_input, operator, env, project)
+        try:
+            killed = _kill_the_worker_after_an_epoch(operator, tmp_path / "logs", task, worker, chief)
+            output = task.communicate(timeout=600)[0]
+        finally:
+            if task.poll() is None:
+                task.kill()
+    return task, output, made, outputs, killed, operator
+
+
 def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen,
-                                   worker: tuple[str, int] = ("Worker", 0), chief: str = "*-chief-0.log") -> str:
-    """SIGKILL the job's ``worker`` (a TFJob's by default) once the chief (its log ``chief``) has trained an
-    epoch; its pod's name. Every replica runs on its own host: a namespace of its own, whose hosts file
+                                   worker: tuple[str, int], chief: str) -> str:
+    """SIGKILL the job's ``worker`` once the chief (its log ``chief``) has trained an epoch; its pod's name. Every replica runs on its own host: a namespace of its own, whose hosts file
     gives each replica's cluster name its address."""
     deadline = time.monotonic() + 300
     while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob(chief)):
@@ -188,29 +197,11 @@ def test_the_trainer_task_as_a_parameter_server_trainjob_rides_out_its_worker_ki
     the Job controller after its wait (tfxd's runtime: backoffLimitPerIndex, held to the real controller in
     tests/conformance/test_trainer.py), reads its failure count there, rejoins as a worker, and the
     training goes on to an exported model while the chief trained meanwhile."""
-    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
     from tfxd.kubeflow.replay import trainer_v2
 
-    (tmp_path / "user").mkdir()
-    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
-
-    def with_ps(config: dict) -> None:
-        config["operator_job"].update(workers=1, parameter_servers=1, operator="trainjob")
-        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
-
-    executor_input, outputs = _trainer_task(replayed, tmp_path, with_ps)
-    server, project = replayed["server"], str(replayed["project"])
-    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
-    made: list[dict] = []
-    with _operators(server, tmp_path, project, env) as operator:
-        operator.created = _recording(operator.created, made)
-        task = _run_task(server, executor_input, operator, env, project)
-        try:
-            killed = _kill_the_worker_after_an_epoch(operator, tmp_path / "logs", task, ("node", 1), "*-node-0-0-*.log")
-            output = task.communicate(timeout=600)[0]
-        finally:
-            if task.poll() is None:
-                task.kill()
+    task, output, made, outputs, killed, _ = _ps_worker_killed(replayed, tmp_path, "trainjob", ("node", 1),
+                                                               "*-node-0-0-*.log")
+    server = replayed["server"]
     assert task.returncode == 0, output[-3000:]
     [job] = made
     name = job["metadata"]["name"]

@@ -197,6 +197,15 @@ def test_a_frozen_worker_is_named_as_the_cause_and_every_process_ends(tmp_path, 
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
 
 
+def _backup_number(backups: Path) -> int:
+    """N of the chief's newest BackupAndRestore checkpoint (`ckpt-N`, one an epoch here), 0 before the first."""
+    for path in glob.glob(str(backups / "*" / "chief" / "checkpoint")):
+        text = Path(path).read_text()
+        if 'model_checkpoint_path: "ckpt-' in text:
+            return int(text.split('model_checkpoint_path: "ckpt-')[1].split('"')[0])
+    return 0
+
+
 def _link_of(run: subprocess.Popen, replica_index: int) -> str:
     """The bridge's end of a replica's link, for the cluster ``run`` made: replica_hosts names its bridge
     tfxdbK (its owner's pid in /run/tfxd-hosts/tfxdbK.pid) and the links tfxdbKhI, I the replica's place in
@@ -216,12 +225,17 @@ def _replica_hosts_left(bridge: str) -> str:
 
 
 @pytest.mark.reliability("environment fault")
-def test_on_hosts_of_their_own_a_worker_cut_off_is_named_and_the_rerun_resumes(tmp_path, started):
+def test_on_hosts_of_their_own_a_worker_trains_on_over_a_slow_lossy_link_and_cut_off_is_named(tmp_path, started):
     """network: hosts: each worker in a network namespace of its own on a bridge, at worker-N:2222 (the
-    TF_CONFIG a TFJob's pods get, verbatim). Worker 1's link is cut (`ip link set ... down`: a partitioned
-    pod, alive and unreachable) after the first backup: the coordination service misses its heartbeats for
-    peer_timeout seconds, the Trainer fails naming worker 1, every process ends, and no namespace, link or
-    hosts file is left. The same command then trains on fresh hosts, resuming from the backup."""
+    TF_CONFIG a TFJob's pods get, verbatim). After the first backup worker 1's link turns slow and lossy
+    (50 ms and 1% of the packets lost, each way: bench/link_delay.py, this kernel having no netem): the
+    training goes on over it, an epoch backed up meanwhile, no peer timeout tripped. Then the link is cut
+    (`ip link set ... down`: a partitioned pod, alive and unreachable): the coordination service misses its
+    heartbeats for peer_timeout seconds, the Trainer fails naming worker 1, every process ends, and no
+    namespace, link or hosts file is left. The same command then trains on fresh hosts, resuming from the
+    backup."""
+    from tests.bench.test_link_delay import delayed
+
     folder = _project(tmp_path)
     (folder / "spec.yaml").write_text(SPEC.replace("  eval_steps: 1\n", "  eval_steps: 1\n  peer_timeout: 3\n")
                                       .replace("{workers: 2}", "{workers: 2, network: hosts}"))
@@ -233,6 +247,12 @@ def test_on_hosts_of_their_own_a_worker_cut_off_is_named_and_the_rerun_resumes(t
         {"cluster": cluster, "task": {"type": "worker", "index": i}} for i in (0, 1)]
     _wait_for(lambda: glob.glob(str(backups / "*" / "chief" / "checkpoint")), "a checkpoint", 120, run)
     link = _link_of(run, 1)
+    bridge = link.split("h")[0]
+    with delayed(f"{bridge}-worker-1", tmp_path / "link.json", "--delay", "0.05", "--loss", "0.01"):
+        backed_up = _backup_number(backups)
+        _wait_for(lambda: _backup_number(backups) > backed_up, "an epoch backed up over the slow link", 120, run)
+    counts = json.loads((tmp_path / "link.json").read_text())
+    assert counts["accepted"] > 0 and counts["least_hold_s"] >= 0.05, counts  # every packet held, both ways
     subprocess.run(["ip", "link", "set", link, "down"], check=True)
     stdout, stderr = run.communicate(timeout=180)
 
@@ -245,7 +265,6 @@ def test_on_hosts_of_their_own_a_worker_cut_off_is_named_and_the_rerun_resumes(t
     assert "Run the same command again to resume" in message, message
     for process in workers.values():
         assert not process.is_running() or process.status() == psutil.STATUS_ZOMBIE, process
-    bridge = link.split("h")[0]
     assert _replica_hosts_left(bridge) == ""
 
     again = _tfxd(folder, started)
