@@ -102,8 +102,9 @@ class LocalOperators:
 
     def _start(self, key: tuple[str, str], job: dict[str, Any], replica_id: tuple[str, int],
                restart: str | None = None) -> None:
-        """A replica's process, with its pod's environment; a ``restart`` (why) appends to its log, as
-        `kubectl logs` of the new pod would carry on the replica's story here."""
+        """A replica's process, with its pod's environment; a ``restart`` (why) is written to its new pod's
+        log first: after the old pod's story where the pod keeps its name (a TFJob's), as `kubectl logs`
+        would carry it on, or at the head of a new pod's own log (a TrainJob node's)."""
         replica, addresses = self.replicas[key][replica_id]
         operator, failures = OPERATORS[job["kind"]], self.failures[key].get(replica_id, 0)
         made = operator.pod(job, replica.id, "Running", {"running": {"startedAt": now()}}, failures=failures)

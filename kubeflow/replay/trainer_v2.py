@@ -162,7 +162,7 @@ def restarted_env(job: dict[str, Any], replica: tuple[str, int], failures: int) 
 def fate(exit_code: int, failures: int, pod: str = "") -> tuple[str, str] | None:
     """How a node's failed pod fails the Job ((reason, message) of the Job's Failed condition), or None
     when the index gets a new pod (pkg/controller/job: matchPodFailurePolicy, then the index's count
-    against backoffLimitPerIndex)."""
+    against backoffLimitPerIndex). tfxd's runtime has FailJob rules only; a failure no rule matches counts."""
     spec = _node_job()["template"]["spec"]
     for at, rule in enumerate((spec.get("podFailurePolicy") or {}).get("rules") or []):
         codes = rule.get("onExitCodes") or {}
@@ -172,8 +172,6 @@ def fate(exit_code: int, failures: int, pod: str = "") -> tuple[str, str] | None
             if rule["action"] == "FailJob":
                 return "PodFailurePolicy", (f"Container {NAMES.CONTAINER} for pod {pod} failed with exit code "
                                             f"{exit_code} matching FailJob rule at index {at}")
-            if rule["action"] == "Ignore":
-                return None
             break
     if failures + 1 > spec.get("backoffLimitPerIndex", 0):
         return "MaxFailedIndexesExceeded", "Job has exceeded the specified maximal number of failed indexes"

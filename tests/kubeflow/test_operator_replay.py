@@ -142,6 +142,51 @@ def test_the_trainer_task_as_a_parameter_server_tfjob_rides_out_its_worker_kille
                                                                                          "index": 0}
 
 
+def test_a_tfjob_worker_trains_on_over_a_slow_lossy_link_and_frozen_is_named_by_the_step(replayed, tmp_path):
+    """MultiWorkerMirrored as a TFJob (a Chief and a Worker, each on a host of its own; peer_timeout 5):
+    after the first epoch the worker's link turns slow and lossy (50 ms and 1% of the packets lost, each
+    way: bench/link_delay.py) and the training goes on over it, another epoch done; then the worker
+    freezes (SIGSTOP: alive and silent, as a hung pod). The chief's coordination service misses its
+    heartbeats and fails, the TFJob fails, and the step names the frozen worker as the cause, with
+    TensorFlow's words and where its log is, the chief as the reporter."""
+    from tests.bench.test_link_delay import delayed
+    from tests.trainer_module.test_worker_crash import SLOW_EPOCHS
+
+    (tmp_path / "user").mkdir()
+    (tmp_path / "user" / "slow_epochs.py").write_text(SLOW_EPOCHS)
+
+    def mirrored(config: dict) -> None:
+        config["operator_job"].update(workers=2, parameter_servers=0, operator="tfjob")
+        config["spec"]["training"]["peer_timeout"] = 5
+        config["spec"]["training"]["callbacks"]["custom"] = ["slow_epochs:SlowEpochs"]
+
+    executor_input, _ = _trainer_task(replayed, tmp_path, mirrored)
+    server, project = replayed["server"], str(replayed["project"])
+    env = {"PYTHONPATH": os.pathsep.join([project, str(tmp_path / "user")])}
+    with _operators(server, tmp_path, project, env) as operator:
+        task = _run_task(server, executor_input, operator, env, project)
+        try:
+            _wait_for_the_chief(tmp_path / "logs", task, "*-chief-0.log", "> Trainer epoch 1/")
+            [job] = list(operator.processes)
+            with delayed(operator.hosts[job].hosts["worker-0"].namespace, tmp_path / "link.json", "--delay", "0.05",
+                         "--loss", "0.01"):
+                _wait_for_the_chief(tmp_path / "logs", task, "*-chief-0.log", "> Trainer epoch 2/")
+            operator.processes[job][("Worker", 0)].send_signal(signal.SIGSTOP)
+            output = task.communicate(timeout=300)[0]
+        finally:
+            if task.poll() is None:
+                task.kill()
+    counts = json.loads((tmp_path / "link.json").read_text())
+    assert counts["accepted"] > 0 and counts["least_hold_s"] >= 0.05, counts
+    assert task.returncode != 0, output[-3000:]
+    name = job[1]
+    said = " ".join(output.split())
+    assert (f"TFJob {REPLAY_NAMESPACE}/{name} failed: replica worker-0 (pod {name}-worker-0) stopped answering "
+            "while running (frozen, hung, or cut off from the others): TensorFlow lost it (Task "
+            f"/job:worker/replica:0/task:0 heartbeat timeout); its log: kubectl logs -n {REPLAY_NAMESPACE} "
+            f"{name}-worker-0. Reported by replica chief-0 (pod {name}-chief-0) Error (exit code 1)") in said, said[-3000:]
+
+
 def _ps_worker_killed(replayed, tmp_path: Path, kind: str, worker: tuple[str, int], chief: str):
     """The replayed Trainer task with ``kind``'s operator, a chief, one worker and one parameter server,
     slowed a little at each epoch's end, its ``worker`` killed after the first epoch (the chief's log:
@@ -174,12 +219,10 @@ def _ps_worker_killed(replayed, tmp_path: Path, kind: str, worker: tuple[str, in
 
 def _kill_the_worker_after_an_epoch(operator: LocalOperators, logs: Path, task: subprocess.Popen,
                                    worker: tuple[str, int], chief: str) -> str:
-    """SIGKILL the job's ``worker`` once the chief (its log ``chief``) has trained an epoch; its pod's name. Every replica runs on its own host: a namespace of its own, whose hosts file
-    gives each replica's cluster name its address."""
-    deadline = time.monotonic() + 300
-    while not any("> Trainer epoch 1/" in path.read_text() for path in logs.glob(chief)):
-        assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
-        time.sleep(0.1)
+    """SIGKILL the job's ``worker`` once the chief (its log ``chief``) has trained an epoch; its pod's name.
+    Every replica runs on its own host: a namespace of its own, whose hosts file gives each replica's
+    cluster name its address."""
+    _wait_for_the_chief(logs, task, chief, "> Trainer epoch 1/")
     [job] = list(operator.processes)
     hosts = operator.hosts[job].hosts
     for (kind, index), process in operator.processes[job].items():
@@ -217,6 +260,14 @@ def test_the_trainer_task_as_a_parameter_server_trainjob_rides_out_its_worker_ki
     assert "> Trainer epoch 10/10" in chief[lost:] and "resumes at epoch" not in chief
     model = f"{outputs}/Trainer/model"
     assert f"{model}/Format-Serving/saved_model.pb".removeprefix(f"gs://{BUCKET}/") in objects(server, model)
+
+
+def _wait_for_the_chief(logs: Path, task: subprocess.Popen, chief: str, text: str) -> None:
+    """Until the chief's log (``chief``, a pattern in ``logs``) says ``text``, while the task runs."""
+    deadline = time.monotonic() + 300
+    while not any(text in path.read_text() for path in logs.glob(chief)):
+        assert time.monotonic() < deadline and task.poll() is None, task.communicate()[0][-3000:]
+        time.sleep(0.1)
 
 
 def _trainer_task(replayed, tmp_path: Path, change) -> tuple[dict, str]:
