@@ -24,8 +24,8 @@
 //     controller does when that node's pod fails with each of --exit-codes, and when it fails every time
 //     with --repeated (jobs.go).
 //
-// Usage: trainer [--crds DIR] [--failures INDEX --exit-codes N,N... --repeated N] RUNTIME TRAINJOB (YAML or JSON). Prints one JSON object on stdout and exits 0;
-// or prints the refusal on stderr and exits 1. DIR holds the three Trainer CRDs and the JobSet CRD
+// Usage: trainer [--crds DIR] [--failures INDEX --exit-codes N,N... --repeated N] RUNTIME TRAINJOB (YAML or
+// JSON). Prints one JSON object on stdout and exits 0; or prints the refusal on stderr and exits 1. DIR holds the three Trainer CRDs and the JobSet CRD
 // (default: crds/ beside this program).
 //
 // Built by `make conformance` from the versions ../go.mod pins (JobSet v0.12.0: the one Trainer v2.3.0
@@ -83,7 +83,7 @@ func main() {
 	})
 	flag.Parse()
 	if flag.NArg() != 2 {
-		fmt.Fprintln(os.Stderr, "usage: trainer [--crds DIR] RUNTIME TRAINJOB")
+		fmt.Fprintln(os.Stderr, "usage: trainer [--crds DIR] [--failures INDEX --exit-codes N,N... --repeated N] RUNTIME TRAINJOB")
 		os.Exit(2)
 	}
 	if *crds == "" {
