@@ -13,9 +13,8 @@ a bridge, port 2222, components/trainer/replica_hosts.py). Each fault is dealt o
   service heartbeat timeout);
 - the same, worker 1's link turned slow and lossy for the last 30 steps (a token bucket of 10 Mbit/s, 50 ms
   more and 1% of its packets dropped, each way; a step takes seconds over it): the training finishes; its
-  wall against the same training without it. This
-  machine's kernel has no netem (CONFIG_NET_SCH_NETEM is off): the delay and the loss are link_delay.py's,
-  netfilter's queue read in the replica's namespace;
+  wall against the same training without it. This machine's kernel has no netem (CONFIG_NET_SCH_NETEM is
+  off): the delay and the loss are link_delay.py's, netfilter's queue read in the replica's namespace;
 - ParameterServer, a chief, 2 workers and a ps: worker 1 killed; tfxd starts it again and the training
   finishes: its wall time against the same training without the fault.
 And the planner's rule where communication costs something: examples/s of 1 (the planner's choice on one

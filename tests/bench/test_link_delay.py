@@ -1,8 +1,8 @@
 """bench/link_delay.py, the slow and lossy link of the faults bench where the kernel has no netem: two
-network namespaces on a veth pair, a TCP echo between them, the delayer on one end. Judged by the kernel:
-the packets it queues reach the echo only through the delayer's verdicts (held for the delay it set each
-way), every packet dropped when loss is 1 (the connection never opens: the bite), and once the delayer is
-stopped its rules are gone and the link carries the echo undelayed."""
+hosts of their own (replica_hosts: namespaces on a bridge), a TCP echo between them, the delayer on one.
+Judged by the kernel: the packets it queues reach the echo only through the delayer's verdicts (held for
+the delay it set each way), every packet dropped when loss is 1 (the connection never opens: the bite),
+and once the delayer is stopped its rules are gone and the link carries the echo undelayed."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.bench import BENCH
 from tests.network_guard.sitecustomize import HOSTS_ENV
+from tfxd.components.trainer.replica_hosts import NETWORK, ReplicaHost, ReplicaHosts
 
 ECHO = """\
 import socket, sys
@@ -45,23 +45,11 @@ print("echoed 5", flush=True)
 
 
 @contextmanager
-def _pair() -> Iterator[tuple[str, str]]:
-    """Two namespaces, a (10.232.0.1) and b (10.232.0.2), on a veth pair whose b end is `eth0`."""
-    tag = uuid.uuid4().hex[:6]
-    a, b = f"tfxdld-{tag}-a", f"tfxdld-{tag}-b"
-    try:
-        for command in (f"ip netns add {a}", f"ip netns add {b}",
-                        f"ip link add ld{tag}a type veth peer name ld{tag}b",
-                        f"ip link set ld{tag}a netns {a}", f"ip link set ld{tag}b netns {b}",
-                        f"ip -n {b} link set ld{tag}b name eth0",
-                        f"ip -n {a} addr add 10.232.0.1/30 dev ld{tag}a", f"ip -n {b} addr add 10.232.0.2/30 dev eth0",
-                        f"ip -n {a} link set ld{tag}a up", f"ip -n {b} link set eth0 up",
-                        f"ip -n {a} link set lo up", f"ip -n {b} link set lo up"):
-            subprocess.run(command.split(), check=True)
-        yield a, b
-    finally:
-        for namespace in (a, b):
-            subprocess.run(["ip", "netns", "del", namespace], capture_output=True)
+def _pair() -> Iterator[tuple[ReplicaHost, ReplicaHost]]:
+    """Two hosts, a and b, each a namespace whose `eth0` is linked to one bridge (replica_hosts: what the
+    local cluster's replicas run on)."""
+    with ReplicaHosts({"a": "a", "b": "b"}) as hosts:
+        yield hosts.hosts["a"], hosts.hosts["b"]
 
 
 @contextmanager
@@ -79,14 +67,13 @@ def delayed(namespace: str, stats: Path, *args: str) -> Iterator[subprocess.Pope
         delayer.wait(timeout=10)
 
 
-def _echo(a: str, b: str, timeout: float = 5) -> subprocess.CompletedProcess:
-    """5 round trips from a to the echo on b (the pair's network: the suite's own test hosts)."""
-    server = subprocess.Popen(["ip", "netns", "exec", b, sys.executable, "-c", ECHO], stdout=subprocess.PIPE, text=True)
+def _echo(a: ReplicaHost, b: ReplicaHost, timeout: float = 5) -> subprocess.CompletedProcess:
+    """5 round trips from a to the echo on b (the hosts' network: the suite's own test hosts)."""
+    server = subprocess.Popen(b.command([sys.executable, "-c", ECHO]), stdout=subprocess.PIPE, text=True)
     try:
         assert server.stdout.readline().strip() == "listening"
-        return subprocess.run(["ip", "netns", "exec", a, sys.executable, "-c", CLIENT, "10.232.0.2", str(timeout)],
-                              capture_output=True, text=True, timeout=60,
-                              env={**os.environ, HOSTS_ENV: "10.232.0.0/30"})
+        return subprocess.run(a.command([sys.executable, "-c", CLIENT, b.address, str(timeout)]),
+                              capture_output=True, text=True, timeout=60, env={**os.environ, HOSTS_ENV: NETWORK})
     finally:
         server.kill()
         server.wait()
@@ -101,8 +88,8 @@ def _rules(namespace: str) -> list[str]:
 def test_packets_are_held_for_the_delay_each_way_and_the_link_is_left_as_it_was(tmp_path):
     stats = tmp_path / "stats.json"
     with _pair() as (a, b):
-        with delayed(b, stats, "--delay", "0.05"):
-            assert _rules(b) == ["-A INPUT -i eth0 -j NFQUEUE --queue-num 3 --queue-bypass",
+        with delayed(b.namespace, stats, "--delay", "0.05"):
+            assert _rules(b.namespace) == ["-A INPUT -i eth0 -j NFQUEUE --queue-num 3 --queue-bypass",
                                  "-A OUTPUT -o eth0 -j NFQUEUE --queue-num 3 --queue-bypass"]
             echoed = _echo(a, b)
         assert echoed.returncode == 0 and "echoed 5" in echoed.stdout, echoed.stdout + echoed.stderr
@@ -110,13 +97,13 @@ def test_packets_are_held_for_the_delay_each_way_and_the_link_is_left_as_it_was(
         # the handshake, 5 requests and 5 replies, their acks: every one through a verdict, none early
         assert counts["dropped"] == 0 and counts["accepted"] >= 13, counts
         assert counts["least_hold_s"] >= 0.05, counts
-        assert _rules(b) == []  # stopped, it took its rules with it: the link carries the echo as before
+        assert _rules(b.namespace) == []  # stopped, it took its rules with it: the link carries the echo as before
         assert _echo(a, b).returncode == 0
 
 
 def test_a_loss_of_one_drops_every_packet(tmp_path):
     stats = tmp_path / "stats.json"
-    with _pair() as (a, b), delayed(b, stats, "--delay", "0", "--loss", "1"):
+    with _pair() as (a, b), delayed(b.namespace, stats, "--delay", "0", "--loss", "1"):
         echoed = _echo(a, b, timeout=2)
     assert echoed.returncode == 1 and "no connection" in echoed.stderr, echoed.stdout + echoed.stderr
     counts = json.loads(stats.read_text())
