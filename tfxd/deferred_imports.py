@@ -34,6 +34,13 @@ from it, or TFMA's registry asked for a class the body registers (``is_registere
 ``[]`` or ``get`` on ``registered_metrics()``, as TFMA's metric_specs asks before it makes a metric from an
 EvalConfig), runs the body as TFMA wrote it. What changes: ``registered_metrics()`` listed whole before
 then holds no Rouge.
+
+TFMA's tensorflow_model_analysis/utils/math_util.py (TFMA 0.47) does ``from scipy import stats`` for the
+Student's t of its confidence intervals, and TFMA's utils package imports it: SciPy's stats package (its
+distributions built at import) is 0.14 s of every process that imports TFMA, and no tfxd spec asks for
+confidence intervals. Where tfxd is imported first, an import of the package (TFMA's, or any other) binds it
+with its ``__init__`` put off (patch scipy.stats_deferred): the first read of a name from it (``stats.t``, ``from scipy.stats import
+norm``) or ``dir`` runs the ``__init__`` as SciPy wrote it, then answers. Its submodules import as before.
 """
 
 from __future__ import annotations
@@ -128,20 +135,27 @@ class _FindWithBodyPutOff(importlib.abc.MetaPathFinder):
 
 class _BodyOnFirstRead(importlib.abc.Loader):
     """A module's own loader whose body runs later, once: the first thread to ask runs it, the others wait
-    for it; a body that raised runs again at the next ask (and raises again)."""
+    for it; a body that raised runs again at the next ask (and raises again). What the body itself reads
+    from its module while it runs (a package's ``from . import sub``) is answered as a running body's
+    module answers: what it has bound so far."""
 
     def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
         self._loader = loader
-        self._lock, self._ran = threading.Lock(), False
+        self._lock, self._ran, self._running = threading.RLock(), False, False
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return self._loader.create_module(spec)
 
     def run(self, module: types.ModuleType) -> None:
         with self._lock:
-            if not self._ran:
+            if self._ran or self._running:
+                return
+            self._running = True
+            try:
                 self._loader.exec_module(module)  # the body as its library wrote it
                 self._ran = True
+            finally:
+                self._running = False
 
     def read(self, module: types.ModuleType, name: str) -> Any:
         """The module's ``__getattr__``: its body run, then ``name`` as the body bound it."""
@@ -281,10 +295,30 @@ class _RegistryRunOnAsk(dict[str, Any]):
         return super().get(key, default)
 
 
+SCIPY_STATS = "scipy.stats"
+
+
+class _StatsOnFirstRead(_BodyOnFirstRead):
+    """SciPy's loader of scipy.stats, its ``__init__`` run at the first read of a name from the package
+    (``stats.t``) or of its names (``dir``); its submodules import as before, without it."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        patches.assigned("scipy.stats_deferred", lambda name: self.read(module, name), "__getattr__")
+        patches.assigned("scipy.stats_deferred", lambda: self.names(module), "__dir__")
+
+
+class _DeferScipyStats(_FindWithBodyPutOff):
+    """scipy.stats, imported by any module (TFMA's math_util: ``from scipy import stats``), with its
+    ``__init__`` put off until it is read; a ``from scipy.stats import name`` reads it at once."""
+
+    MODULE, LOADER = SCIPY_STATS, _StatsOnFirstRead
+
+
 def install() -> None:
     """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package, TFX's
-    components package, TFMA's Rouge metric."""
-    hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge))
+    components package, TFMA's Rouge metric, SciPy's stats package as TFMA imports it."""
+    hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge),
+             (SCIPY_STATS, _DeferScipyStats))
     for module, hook in hooks:
         if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
             sys.meta_path.insert(0, hook())
