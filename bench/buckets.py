@@ -49,7 +49,9 @@ def _replay(command: list[str], project: str, log: str, env: dict[str, str] | No
     root = os.path.join(project, "replays")
     common.measure(command + ["--project", project, "--root", root, "--param", 'train_args={"numSteps": 300}'],
                    cwd=project, env=env, log=log)
-    newest = max(os.listdir(root), key=lambda run: os.path.getmtime(os.path.join(root, run)))
+    # the root also holds the history page the replay rewrites (history.html): the newest run's folder
+    runs = [run for run in os.listdir(root) if os.path.exists(os.path.join(root, run, "summary.json"))]
+    newest = max(runs, key=lambda run: os.path.getmtime(os.path.join(root, run, "summary.json")))
     with open(os.path.join(root, newest, "summary.json")) as handle:
         summary = json.load(handle)
     if summary["status"] != "ok":

@@ -38,9 +38,10 @@ then holds no Rouge.
 TFMA's tensorflow_model_analysis/utils/math_util.py (TFMA 0.47) does ``from scipy import stats`` for the
 Student's t of its confidence intervals, and TFMA's utils package imports it: SciPy's stats package (its
 distributions built at import) is 0.14 s of every process that imports TFMA, and no tfxd spec asks for
-confidence intervals. Where tfxd is imported first, an import of the package (TFMA's, or any other) binds it
-with its ``__init__`` put off (patch scipy.stats_deferred): the first read of a name from it (``stats.t``, ``from scipy.stats import
-norm``) or ``dir`` runs the ``__init__`` as SciPy wrote it, then answers. Its submodules import as before.
+confidence intervals. Where tfxd is imported first, an import of the package (TFMA's, or any other) binds
+it with its ``__init__`` put off (patch scipy.stats_deferred): the first read of a name from it
+(``stats.t``; ``from scipy.stats import norm`` reads at once) or ``dir`` runs the ``__init__`` as SciPy
+wrote it, then answers. Its submodules import as before.
 """
 
 from __future__ import annotations
@@ -316,7 +317,7 @@ class _DeferScipyStats(_FindWithBodyPutOff):
 
 def install() -> None:
     """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package, TFX's
-    components package, TFMA's Rouge metric, SciPy's stats package as TFMA imports it."""
+    components package, TFMA's Rouge metric, SciPy's stats package."""
     hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge),
              (SCIPY_STATS, _DeferScipyStats))
     for module, hook in hooks:
