@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tfxd import bucket_objects
+
 
 def is_uri(path: str) -> bool:
     """A bucket or other remote location (gs://..., s3://...), as opposed to a local path."""
@@ -45,11 +47,15 @@ class Reader:
 
 
 def file_reader(path: str) -> Reader:
-    """os for a local path, TFX's fileio (TensorFlow's file systems) for a bucket's: what reads records,
-    reports and pushed versions from a local folder never loads TensorFlow."""
+    """os for a local path, google-cloud-storage for a gs:// one (tfxd.bucket_objects), TFX's fileio
+    (TensorFlow's file systems) for another URI: what reads records, reports and pushed versions never
+    loads TensorFlow for them."""
     if not is_uri(path):
         return Reader(os.path.exists, os.path.isdir, os.listdir, _open_local)
-    from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow) only for a bucket
+    if path.startswith("gs://"):
+        return Reader(bucket_objects.exists, bucket_objects.isdir, bucket_objects.listdir,
+                      bucket_objects.open_to_read)
+    from tfx.dsl.io import fileio  # start-up: TFX's file systems (TensorFlow) only for such a URI
 
     return Reader(fileio.exists, fileio.isdir, fileio.listdir, fileio.open)
 
@@ -63,6 +69,9 @@ def write_atomic(path: str, content: str | bytes) -> str:
     """Write ``content`` (text as UTF-8) to ``path`` through a hidden partial file and a rename; on a bucket,
     as one object in one upload (an object store has no rename, and an object appears whole or not at all)."""
     data = content.encode("utf-8") if isinstance(content, str) else content
+    if path.startswith("gs://"):
+        bucket_objects.write(path, data)
+        return path
     if is_uri(path):
         from tfx.dsl.io import fileio  # start-up: TFX's file systems only when asked
 
@@ -85,21 +94,16 @@ def create_once(uri: str, content: str) -> str:
     """Create the bucket object ``uri`` holding ``content`` unless it exists; what it holds, either way. Of
     writers racing to create it, exactly one does and all read its content: Cloud Storage's precondition
     ifGenerationMatch=0, which TensorFlow's GCS filesystem cannot send (google-cloud-storage can, and retries
-    a conditional upload on 429 and 5xx). Credentials as Beam's GCSIO finds them (google.auth.default)."""
+    a conditional upload on 429 and 5xx)."""
     if not uri.startswith("gs://"):
         raise ValueError(f"{uri}: only a gs:// object can be created once (validate refuses other schemes)")
-    import google.auth  # start-up: the storage client only for a bucket root
-    from google.api_core import exceptions
-    from google.cloud import storage  # type: ignore[attr-defined]  # google.cloud is a namespace package
+    from google.api_core import exceptions  # start-up: only for a bucket root
 
-    credentials, project = google.auth.default(scopes=["https://www.googleapis.com/auth/devstorage.read_write"])
-    bucket, _, name = uri.removeprefix("gs://").partition("/")
-    blob = storage.Client(project=project, credentials=credentials).bucket(bucket).blob(name)
     try:
-        blob.upload_from_string(content.encode("utf-8"), if_generation_match=0)
+        bucket_objects.write(uri, content.encode("utf-8"), if_generation_match=0)
         return content
     except exceptions.PreconditionFailed:
-        return str(blob.download_as_bytes().decode("utf-8"))
+        return bucket_objects.read(uri).decode("utf-8")
 
 
 def write_json(path: str, content: Any, **options: Any) -> str:
