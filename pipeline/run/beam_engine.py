@@ -130,9 +130,10 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
         if embedded:
             pool, pool_process, worker_log = _pool_started(group, log_dir)
         job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
-        endpoint = f"127.0.0.1:{_free_port()}"
+        ports = _free_ports(3)  # the job service's, the artifact service's, the expansion service's
+        endpoint = f"127.0.0.1:{ports[0]}"
         master = master or engine.embedded_master(workers)
-        group.start(f"Beam's {engine.title} job server", _job_server_command(engine, endpoint, master, scratch),
+        group.start(f"Beam's {engine.title} job server", _job_server_command(engine, ports, master, scratch),
                     job_log, _jvm_env(engine, scratch))
         meanwhile()
         _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
@@ -208,13 +209,13 @@ def _worker_pool_command(address: str) -> list[str]:
     return [sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool", f"--service_port={address.rsplit(':', 1)[1]}"]
 
 
-def _job_server_command(engine: Engine, endpoint: str, master: str, scratch: str) -> list[str]:
+def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str) -> list[str]:
     executable = java()
     assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
-    port = endpoint.rsplit(":", 1)[1]
+    job, artifact, expansion = ports
     return [executable, *JVM_OPENS, f"-Djava.io.tmpdir={scratch}", *_QUIETER, "-cp", class_path(engine), engine.main,
-            "--job-host=127.0.0.1", f"--job-port={port}", f"--artifact-port={_free_port()}",
-            f"--expansion-port={_free_port()}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
+            "--job-host=127.0.0.1", f"--job-port={job}", f"--artifact-port={artifact}",
+            f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
             f"{engine.master_flag}={master}"]
 
 
@@ -234,9 +235,19 @@ def _jvm_env(engine: Engine, scratch: str) -> dict[str, str]:
 
 
 def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    return _free_ports(1)[0]
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` different ports free on loopback now. Every probe is held until all are chosen: a port
+    probed and let go is free again, and the kernel may hand it to the next probe (the job server's
+    artifact and expansion services were once given one port, and it failed to start: Address already in
+    use)."""
+    with contextlib.ExitStack() as held:
+        probes = [held.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [probe.getsockname()[1] for probe in probes]
 
 
 class _Processes:

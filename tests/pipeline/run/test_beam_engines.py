@@ -297,3 +297,48 @@ def test_an_engine_that_fails_or_is_stopped_mid_transform_fails_it_by_name_and_t
     assert statuses == {"ExampleGen": "cached", "StatisticsGen": "cached", "SchemaGen": "cached",
                         "ExampleValidator": "cached", "Transform": "ran"}
     assert _ours() == []
+
+
+class _LowestFreePortKernel:
+    """A kernel as POSIX allows it to answer a bind to port 0: the lowest port of its range that no socket
+    holds, so a port let go is the next one handed out (Linux picks at random, and handed the job server's
+    artifact and expansion services one port once: the job server failed, Address already in use)."""
+
+    def __init__(self) -> None:
+        self.held: set[int] = set()
+        kernel = self
+
+        class Socket:
+            def __init__(self, *args) -> None:
+                self.port = None
+
+            def bind(self, address) -> None:
+                self.port = min(set(range(40000, 40100)) - kernel.held)
+                kernel.held.add(self.port)
+
+            def getsockname(self):
+                return ("127.0.0.1", self.port)
+
+            def close(self) -> None:
+                kernel.held.discard(self.port)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc) -> None:
+                self.close()
+
+        self.socket = Socket
+
+
+def test_the_job_servers_ports_are_chosen_together_and_differ(monkeypatch, tmp_path):
+    from tfxd.pipeline.run import beam_engine
+
+    kernel = _LowestFreePortKernel()
+    monkeypatch.setattr(beam_engine.socket, "socket", kernel.socket)
+    assert [beam_engine._free_port() for _ in range(3)] == [40000] * 3  # one at a time: the bite
+    ports = beam_engine._free_ports(3)
+    assert ports == [40000, 40001, 40002] and not kernel.held  # every probe let go once all are chosen
+    command = beam_engine._job_server_command(ENGINES["flink"], ports, "[local]", str(tmp_path))
+    assert [arg for arg in command if arg.split("=")[0] in ("--job-port", "--artifact-port", "--expansion-port")] \
+        == ["--job-port=40000", "--artifact-port=40001", "--expansion-port=40002"]
