@@ -86,7 +86,7 @@ def listdir(uri: str) -> list[str]:
         if blob.name != prefix:
             names.append(blob.name[len(prefix):])
     names += [folder[len(prefix):] for folder in listing.prefixes]
-    if not seen and not names and not (not prefix and client().bucket(bucket).exists()):
+    if not seen and not names and (prefix or not client().bucket(bucket).exists()):  # a bucket's root: the bucket
         raise FileNotFoundError(f"{uri}: no such folder on Cloud Storage")
     return sorted(names)
 
