@@ -14,8 +14,10 @@ The RecordBatches hold the same rows; only the cut between batches differs, as B
 differ between runs too. Which rows each worker gets, and in which order, is kept as it was: tf.Transform's
 quantiles (bucketize) and TFDV's (histograms) are approximate and their sketches depend on it, not on the
 cut. Beam's source hands the files it matched, in the order it matched them, to the workers in turn; so
-are they handed out here (keyed by their index; Create's own reshuffle would spread them at random, other
-boundaries each run). tfx_bsl's telemetry counters (Beam metrics no tfxd figure reads) are not kept. A
+are they handed out here by Beam's in-process runner (keyed by their index; Create's own reshuffle would
+spread them at random, other boundaries each run). Flink and Spark run the hand-out as Beam's reshuffle,
+in turn (_InTurn): grouped by the index, Flink hashes the few keys to its subtasks unevenly (3 of 4 files
+to one worker, 2026-12-05), so that one worker read most of the examples while the other idled. tfx_bsl's telemetry counters (Beam metrics no tfxd figure reads) are not kept. A
 pattern with files that are not gzipped, or that matches none, keeps TFX's source.
 """
 
@@ -44,11 +46,8 @@ class _RecordLists(beam.DoFn):
     def __init__(self, batch_size: int) -> None:
         self._batch_size = batch_size
 
-    def process(self, indexed: tuple[int, list[str]]) -> Iterator[list[bytes]]:
-        for path in indexed[1]:
-            yield from self._lists(path)
-
-    def _lists(self, path: str) -> Iterator[list[bytes]]:
+    def process(self, indexed: tuple[int, str]) -> Iterator[list[bytes]]:
+        path = indexed[1]
         gathered: list[bytes] = []
         with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as stream:
             try:
@@ -62,6 +61,19 @@ class _RecordLists(beam.DoFn):
                 raise tfrecords.DamagedRecordError(f"{path}: {error}") from None
         if gathered:
             yield gathered
+
+
+class _InTurn(beam.Reshuffle):
+    """(index, path) pairs to the workers in turn. Beam's portable job servers run any transform with
+    Beam's reshuffle URN (this class's, as Beam's Reshuffle) as their own redistribution, round robin:
+    Flink's DataSet.rebalance, Spark's repartition (their portable batch translators' translateReshuffle,
+    Beam 2.62). Beam's in-process runner knows no such URN and runs the expansion here: a GroupByKey on
+    the index, so the workers get the files as Beam's source hands them out (the module's docstring)."""
+
+    def expand(self, pairs: Any) -> Any:
+        by_index = beam.GroupByKey()  # type: ignore[no-untyped-call]  # Beam's transforms are unannotated
+        ungroup = beam.FlatMap(lambda grouped: ((grouped[0], path) for path in grouped[1]))  # type: ignore[no-untyped-call]
+        return pairs | "ByIndex" >> by_index | "Ungroup" >> ungroup
 
 
 def _gzipped_files(patterns: list[str]) -> list[str] | None:
@@ -90,7 +102,7 @@ def beam_source(tfx_source: Callable[..., Source]) -> Callable[..., Source]:
             # the files to the workers by their index, as Beam's source hands them out (see the docstring);
             # Beam's transforms are unannotated
             files = beam.Create(list(enumerate(paths)), reshuffle=False)  # type: ignore[no-untyped-call]
-            spread = beam.GroupByKey()  # type: ignore[no-untyped-call]
+            spread = _InTurn()  # type: ignore[no-untyped-call]  # Beam's Reshuffle.__init__ is unannotated
             lists = beam.ParDo(_RecordLists(batch_size or BATCH_SIZE))  # type: ignore[no-untyped-call]
             decode = beam.ParDo(tf_example_record._DecodeBatchExamplesDoFn(  # type: ignore[no-untyped-call]
                 tfxio._GetSchemaForDecoding(), tfxio.raw_record_column_name))

@@ -42,7 +42,7 @@ from tfxd.direct_runner import parallel_workers
 from tfxd.pipeline.assembly.beam_args import engine_workers
 from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
-from tfxd.pipeline.run.sdk_worker_pool import end_with_parent
+from tfxd.pipeline.run.sdk_worker_pool import ending_with_parent
 from tfxd.pipeline.spec.document import Spec
 
 START_SECONDS = 90  # a JVM on a loaded 2-core machine, Flink's mini cluster or Spark's context included
@@ -213,11 +213,17 @@ def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: 
     executable = java()
     assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
     job, artifact, expansion = ports
-    return [executable, *JVM_OPENS, f"-Djava.io.tmpdir={scratch}", *_QUIETER, "-cp", class_path(engine), engine.main,
-            "--job-host=127.0.0.1", f"--job-port={job}", f"--artifact-port={artifact}",
+    return [executable, *JVM_OPENS, *_SHORT_LIVED, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
+            "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}", f"--artifact-port={artifact}",
             f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
             f"{engine.master_flag}={master}"]
 
+
+# The engine tfxd embeds lives for one run on the user's own cores, beside the SDK workers that do the
+# Python work: HotSpot's optimizing compiler (C2, compiling Flink's, Spark's, Beam's and gRPC's code anew in
+# every run) and G1's concurrent threads took those cores for longer than their code ran faster. C1 alone
+# and the serial collector (bench/RESULTS.md has the figures).
+_SHORT_LIVED = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 # The Flink job server logs through SLF4J's simple logger: with times, and without the per-task chatter of
 # Flink's task executors and Beam's control clients; job and task states stay.
@@ -258,8 +264,8 @@ class _Processes:
 
     def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
         with open(log, "ab") as out:
-            process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                       env=env, start_new_session=True, preexec_fn=end_with_parent)
+            process = subprocess.Popen(ending_with_parent(command), stdout=out, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.running.append((name, process))
         return process
 

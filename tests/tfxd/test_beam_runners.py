@@ -13,6 +13,7 @@ import gzip
 import os
 import re
 import tempfile
+from pathlib import Path
 from unittest import mock
 
 import pytest
@@ -22,6 +23,7 @@ from tfxd.beam_engines import ENGINES, JOB_ENDPOINT_ENV
 from tfxd.pipeline.run import beam_engine
 
 FILES, RECORDS = 2, 50  # gzipped: Beam cannot split one, so a file is one restriction
+EXAMPLE_FILES, EXAMPLES = 4, 30  # tfxd's examples read: as many files per worker as ExampleGen writes on 2
 
 
 def _records(folder) -> str:
@@ -44,9 +46,10 @@ def _read(pipeline, pattern: str, bundles: str | None = None):
     return read
 
 
-def _bundle_counter(folder: str):
+def _bundle_counter(folder: str, size=len):
     """A DoFn writing each bundle's record count to a file of its own in ``folder`` (the SDK workers are
-    processes here). Defined inside a function so that Beam pickles the class by value: the workers need
+    processes here); an element counts ``size(element)`` records when it is a list (a RecordBatch: its
+    rows), else 1. Defined inside a function so that Beam pickles the class by value: the workers need
     not import the tests."""
     import uuid
 
@@ -56,8 +59,8 @@ def _bundle_counter(folder: str):
         def start_bundle(self):
             self.count = 0
 
-        def process(self, record):
-            self.count += 1
+        def process(self, element):
+            self.count += 1 if isinstance(element, bytes) else size(element)
 
         def finish_bundle(self):
             if self.count:
@@ -65,6 +68,23 @@ def _bundle_counter(folder: str):
                     out.write(str(self.count))
 
     return CountBundles()
+
+
+def _examples_read(pipeline, folder, bundles: str):
+    """tfxd's read of gzipped examples (tfxd.example_files, as StatisticsGen, Transform and the Evaluator
+    read theirs) of EXAMPLE_FILES files of EXAMPLES each, each bundle's rows counted into ``bundles``."""
+    from tfx_bsl.tfxio import tf_example_record
+
+    from tests.tfxd.test_example_files import _files, _schema
+    from tfxd import example_files
+
+    _files(folder, [EXAMPLES] * EXAMPLE_FILES)
+    tfxio = tf_example_record.TFExampleRecord(os.path.join(folder, "*"), schema=_schema())
+    with example_files.batched_reads():
+        source = tfxio.BeamSource()
+    import apache_beam as beam
+
+    return pipeline | "Examples" >> source | "CountRows" >> beam.ParDo(_bundle_counter(bundles, lambda b: b.num_rows))
 
 
 def _urns(proto) -> list[str]:
@@ -176,14 +196,36 @@ def test_a_pipelines_own_phases_are_left_alone_and_sent_as_the_job_server_takes_
                 if t.subtransforms and t.spec.urn == common_urns.primitives.PAR_DO.urn]
 
 
+def _jvm_flags(pid: int) -> list[str]:
+    """The flags a running JVM reports of itself (the JDK's jcmd, beside the java the engines run on)."""
+    import subprocess
+
+    from tfxd.beam_engines import java
+
+    jcmd = os.path.join(os.path.dirname(os.path.realpath(java())), "jcmd")
+    out = subprocess.run([jcmd, str(pid), "VM.flags"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stdout + out.stderr
+    return out.stdout.split()
+
+
+def _on(running, runner: str):
+    """Options for ``runner`` on the engine ``running``: 2 subtasks, 2 SDK workers of its pool."""
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    return PipelineOptions([f"--runner={runner}", f"--job_endpoint={running.job_endpoint}",
+                            "--environment_type=EXTERNAL", f"--environment_config={running.worker_pool}",
+                            "--parallelism=2", "--sdk_worker_parallelism=2"])
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("engine", ["spark", "flink"])
 def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path):
     """Beam's own runner reads both files in one bundle (one task); tfxd's, one file a bundle, the same
-    records in all. On Flink, whose job server names a task by the steps fused in it, tfxd's runs the ParDo
+    records in all. tfxd's read of examples (StatisticsGen's, Transform's) hands its files to the two
+    subtasks in turn: the engine's own redistribution (Flink's rebalance, Spark's repartition) for Beam's
+    reshuffle, where a group by the file's index let Flink hash 3 of 4 to one subtask. On Flink, whose job server names a task by the steps fused in it, tfxd's runs the ParDo
     with a side input in the read's task, Beam's in a task of its own."""
     import apache_beam as beam
-    from apache_beam.options.pipeline_options import PipelineOptions
     from apache_beam.testing.util import assert_that, equal_to
 
     from tests.pipeline.run.test_beam_engines import _ours
@@ -194,30 +236,40 @@ def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path
     starting = []  # what the run's `meanwhile` (its imports) saw: the job server's JVM and the pool, not yet handed over
 
     def meanwhile() -> None:
-        starting.extend(sorted(name for _, name, _ in process_table.children(os.getpid()).values()))
+        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                    for pid in process_table.children(os.getpid())]  # the JVM's may not have exec'd java yet
+        starting.extend(sorted("job server" if ENGINES[engine].main.encode() in command else command[2].decode()
+                               for command in commands))
         starting.append(os.environ.get(JOB_ENDPOINT_ENV))
 
     with beam_engine.running(ENGINES[engine], None, 2, str(tmp_path / "logs"), meanwhile) as running:
-        assert starting == ["java", "python", None], starting
+        assert starting == ["job server", "tfxd.pipeline.run.sdk_worker_pool", None], starting
+        [jvm] = [pid for pid, (_, name, _) in process_table.children(os.getpid()).items() if name == "java"]
+        flags = _jvm_flags(jvm)  # the engine tfxd embeds: C1 alone, the serial collector (beam_engine._SHORT_LIVED)
+        assert "-XX:TieredStopAtLevel=1" in flags and "-XX:+UseSerialGC" in flags, flags
         for runner in (ENGINES[engine].beam_runner, f"apache_beam.runners.portability.{engine}_runner."
                                                     f"{engine.title()}Runner"):
             bundles = tmp_path / f"bundles-{len(seen)}"  # what each bundle read, a file a bundle
             bundles.mkdir()
-            options = PipelineOptions([f"--runner={runner}", f"--job_endpoint={running.job_endpoint}",
-                                       "--environment_type=EXTERNAL", f"--environment_config={running.worker_pool}",
-                                       "--parallelism=2", "--sdk_worker_parallelism=2"])
-            with beam.Pipeline(options=options) as pipeline:
+            with beam.Pipeline(options=_on(running, runner)) as pipeline:
                 read = _read(pipeline, pattern, str(bundles))
                 assert_that(read, equal_to(expected))
                 assert_that(_with_side_input(pipeline, read), equal_to([r + b"!" for r in expected]), "Suffixed")
             seen[runner] = sorted(int(path.read_text()) for path in bundles.iterdir())
+        # tfxd's examples read on the engine: the files to its 2 subtasks in turn, one bundle each
+        bundles = tmp_path / "bundles-examples"
+        bundles.mkdir()
+        with beam.Pipeline(options=_on(running, ENGINES[engine].beam_runner)) as pipeline:
+            _examples_read(pipeline, str(tmp_path / "examples"), str(bundles))
+        examples = sorted(int(path.read_text()) for path in bundles.iterdir())
+    assert examples == [EXAMPLES * EXAMPLE_FILES // 2] * 2, examples
     ours, beams = seen.values()
     assert ours == [RECORDS] * FILES, seen
     assert beams == [RECORDS * FILES], seen
     if engine == "flink":
         log = (tmp_path / "logs" / "flink-job-server.log").read_text(errors="replace")
         jobs = log.split("Received JobGraph submission")[1:]
-        assert len(jobs) == 2
+        assert len(jobs) == 3
         tasks = [set(re.findall(r"MapPartition at \[\d+\](.*?)\) (?:->|\()", job)) for job in jobs]
         assert any("ReadFromTFRecord" in task and "WithSideInput" in task for task in tasks[0]), tasks[0]
         assert not any("ReadFromTFRecord" in task and "WithSideInput" in task for task in tasks[1]), tasks[1]

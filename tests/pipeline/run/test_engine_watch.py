@@ -147,3 +147,35 @@ def test_an_engine_ends_with_the_tfxd_process_killed_outright(tmp_path):
     while _ours() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _ours() == []
+
+
+def _started_runs_at_fork_handlers(tmp_path, start) -> bool:
+    """Whether ``start`` (a command -> its Popen) runs the at-fork handlers of this process in the child,
+    as it would gRPC's once a Beam job has run here (what aborted a job server as it started)."""
+    marker = tmp_path / "forked"
+    ran = []
+
+    def after_in_child() -> None:
+        if not ran:  # os.register_at_fork keeps every handler for the process's life: this test's only
+            marker.write_text(str(os.getpid()))
+
+    os.register_at_fork(after_in_child=after_in_child)
+    try:
+        assert start(["/bin/true"]).wait() == 0
+        return marker.exists()
+    finally:
+        ran.append(True)
+
+
+def test_an_engines_processes_start_without_running_python_in_a_forked_copy_of_tfxd(tmp_path):
+    """The job server and the pool start through a Python of their own that asks for the death signal and
+    becomes the command (sdk_worker_pool.ending_with_parent): no at-fork handler of tfxd's runs. A preexec_fn
+    (the same death signal asked in the forked child) runs them all: the bite."""
+    from tfxd.pipeline.run.sdk_worker_pool import end_with_parent
+
+    processes = beam_engine._Processes()
+    log = str(tmp_path / "log")
+    assert not _started_runs_at_fork_handlers(tmp_path, lambda command: processes.start("true", command, log,
+                                                                                         dict(os.environ)))
+    assert _started_runs_at_fork_handlers(tmp_path, lambda command: subprocess.Popen(
+        command, preexec_fn=end_with_parent, start_new_session=True))
