@@ -68,6 +68,7 @@ class Engine(Runner):
     embedded: str  # the master of an engine embedded here, {workers} its slots
     parallelism_flag: str | None = None  # the Beam flag for the engine's parallelism (None: the master sets it)
     env: tuple[tuple[str, str], ...] = ()  # the job server's own variables, {home} its folder
+    embedded_properties: tuple[str, ...] = ()  # the job server's JVM system properties with the engine embedded
     version: str  # the engine's own version, as installed
 
     def embedded_master(self, workers: int) -> str:
@@ -84,7 +85,10 @@ RUNNERS: dict[str, Runner] = {runner.name: runner for runner in (
     Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", main="org.apache.beam.runners.spark.SparkJobServerDriver",
            master_flag="--spark-master-url", master_example="spark://host:7077", master_scheme="spark://",
            embedded="local[{workers}]", version="3.5.6",
-           env=(("SPARK_HOME", "{home}"), ("SPARK_SCALA_VERSION", "2.12"), ("SPARK_LOCAL_IP", "127.0.0.1"))),
+           env=(("SPARK_HOME", "{home}"), ("SPARK_SCALA_VERSION", "2.12"), ("SPARK_LOCAL_IP", "127.0.0.1")),
+           # one SparkContext for every job of the run, where Beam's runner makes and stops one a job
+           # (SparkContextFactory: its property for Beam's own tests; a context a job, ~1 s and a Spark UI)
+           embedded_properties=("-Dbeam.spark.test.reuseSparkContext=true",)),
 )}
 DEFAULT_RUNNER = "direct"
 ENGINES: dict[str, Engine] = {name: runner for name, runner in RUNNERS.items() if isinstance(runner, Engine)}

@@ -133,8 +133,8 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
         ports = _free_ports(3)  # the job service's, the artifact service's, the expansion service's
         endpoint = f"127.0.0.1:{ports[0]}"
         master = master or engine.embedded_master(workers)
-        group.start(f"Beam's {engine.title} job server", _job_server_command(engine, ports, master, scratch),
-                    job_log, _jvm_env(engine, scratch))
+        command = _job_server_command(engine, ports, master, scratch, embedded)
+        group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch))
         meanwhile()
         _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
         os.environ[JOB_ENDPOINT_ENV] = endpoint
@@ -209,11 +209,12 @@ def _worker_pool_command(address: str) -> list[str]:
     return [sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool", f"--service_port={address.rsplit(':', 1)[1]}"]
 
 
-def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str) -> list[str]:
+def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str, embedded: bool) -> list[str]:
     executable = java()
     assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
     job, artifact, expansion = ports
-    return [executable, *JVM_OPENS, *_SHORT_LIVED, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
+    properties = engine.embedded_properties if embedded else ()
+    return [executable, *JVM_OPENS, *_SHORT_LIVED, *properties, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
             "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}", f"--artifact-port={artifact}",
             f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
             f"{engine.master_flag}={master}"]

@@ -266,6 +266,9 @@ def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path
     ours, beams = seen.values()
     assert ours == [RECORDS] * FILES, seen
     assert beams == [RECORDS * FILES], seen
+    if engine == "spark":  # one SparkContext served the three jobs (Spark says so as it makes one)
+        log = (tmp_path / "logs" / "spark-job-server.log").read_text(errors="replace")
+        assert log.count("Running Spark version") == 1, log.count("Running Spark version")
     if engine == "flink":
         log = (tmp_path / "logs" / "flink-job-server.log").read_text(errors="replace")
         jobs = log.split("Received JobGraph submission")[1:]

@@ -339,6 +339,6 @@ def test_the_job_servers_ports_are_chosen_together_and_differ(monkeypatch, tmp_p
     assert [beam_engine._free_port() for _ in range(3)] == [40000] * 3  # one at a time: the bite
     ports = beam_engine._free_ports(3)
     assert ports == [40000, 40001, 40002] and not kernel.held  # every probe let go once all are chosen
-    command = beam_engine._job_server_command(ENGINES["flink"], ports, "[local]", str(tmp_path))
+    command = beam_engine._job_server_command(ENGINES["flink"], ports, "[local]", str(tmp_path), True)
     assert [arg for arg in command if arg.split("=")[0] in ("--job-port", "--artifact-port", "--expansion-port")] \
         == ["--job-port=40000", "--artifact-port=40001", "--expansion-port=40002"]
