@@ -14,10 +14,11 @@ The RecordBatches hold the same rows; only the cut between batches differs, as B
 differ between runs too. Which rows each worker gets, and in which order, is kept as it was: tf.Transform's
 quantiles (bucketize) and TFDV's (histograms) are approximate and their sketches depend on it, not on the
 cut. Beam's source hands the files it matched, in the order it matched them, to the workers in turn; so
-are they handed out here by Beam's in-process runner (keyed by their index; Create's own reshuffle would
-spread them at random, other boundaries each run). Flink and Spark run the hand-out as Beam's reshuffle,
-in turn (_InTurn): grouped by the index, Flink hashes the few keys to its subtasks unevenly (3 of 4 files
-to one worker, 2026-12-05), so that one worker read most of the examples while the other idled. tfx_bsl's telemetry counters (Beam metrics no tfxd figure reads) are not kept. A
+does Beam's in-process runner here (keyed by their index; Create's own reshuffle would spread them at
+random, other boundaries each run). Flink and Spark hand them out in turn as they redistribute for Beam's
+reshuffle (_InTurn), from a starting subtask of their choosing: grouped by the index, Flink hashed the few
+keys to its subtasks unevenly, one worker reading most of the examples while the other idled
+(bench/RESULTS.md). tfx_bsl's telemetry counters (Beam metrics no tfxd figure reads) are not kept. A
 pattern with files that are not gzipped, or that matches none, keeps TFX's source.
 """
 

@@ -153,16 +153,18 @@ def _prctl(option: int, value: int | bytes) -> None:
 # no code runs in a forked copy of tfxd. A child that runs Python after fork() (subprocess's preexec_fn)
 # runs the at-fork handlers of what tfxd loaded: gRPC's, once a Beam job has run in the process, aborted
 # the child while resetting its poller (SIGABRT, "Epoll1Poller ... epoll_wait error: Bad file descriptor",
-# 2026-12-05: the second engine a test process started).
+# 2026-12-05: the second engine a test process started). A parent already gone by the prctl is not waited
+# for: the program is not run.
 _EXEC_ENDING_WITH_PARENT = ("import ctypes, os, signal, sys; "
                             f"getattr(ctypes.CDLL(None), 'prctl', lambda *a: 0)({_PR_SET_PDEATHSIG}, signal.SIGKILL); "
-                            "os.execv(sys.argv[1], sys.argv[1:])")
+                            "os.getppid() == int(sys.argv[1]) or os._exit(1); "
+                            "os.execv(sys.argv[2], sys.argv[2:])")
 
 
 def ending_with_parent(command: list[str]) -> list[str]:
     """``command`` run so that it gets SIGKILL when the thread that started it ends (end_with_parent), as
-    the same process (Python, without site, the prctl, then an execv)."""
-    return [sys.executable, "-I", "-S", "-c", _EXEC_ENDING_WITH_PARENT, *command]
+    the same process (Python, without site, the prctl, then an execv), started from this process."""
+    return [sys.executable, "-I", "-S", "-c", _EXEC_ENDING_WITH_PARENT, str(os.getpid()), *command]
 
 
 def end_with_parent() -> None:

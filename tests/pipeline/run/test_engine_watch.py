@@ -2,7 +2,7 @@
 worker pool: a worker that ends before it connects makes Beam's job server wait for ever
 (ExternalEnvironmentFactory.createEnvironment loops on "Still waiting for startup of environment"), and the
 watch ends that wait; workers the job server stops itself are no fault. And what tfxd started ends with it
-when tfxd is killed outright."""
+when tfxd is killed outright, and starts without running Python in a forked copy of tfxd."""
 
 from __future__ import annotations
 
@@ -179,3 +179,15 @@ def test_an_engines_processes_start_without_running_python_in_a_forked_copy_of_t
                                                                                          dict(os.environ)))
     assert _started_runs_at_fork_handlers(tmp_path, lambda command: subprocess.Popen(
         command, preexec_fn=end_with_parent, start_new_session=True))
+
+
+def test_a_program_whose_starter_is_gone_by_its_death_signal_is_not_run():
+    """The death signal asked once the starter has ended would never come: the program is not run (the
+    starter's pid stands in for one that ended: the child's parent is then another)."""
+    from tfxd.pipeline.run.sdk_worker_pool import ending_with_parent
+
+    command = ending_with_parent(["/bin/echo", "ran"])
+    assert subprocess.run(command, capture_output=True, text=True).stdout == "ran\n"
+    gone = [*command[:5], str(os.getpid() + 1_000_000), *command[6:]]  # no process has that pid
+    run = subprocess.run(gone, capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (1, "")
