@@ -215,8 +215,8 @@ def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: 
     job, artifact, expansion = ports
     properties = engine.embedded_properties if embedded else ()
     return [executable, *JVM_OPENS, *_SHORT_LIVED, *properties, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
-            "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}", f"--artifact-port={artifact}",
-            f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
+            "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}",
+            f"--artifact-port={artifact}", f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
             f"{engine.master_flag}={master}"]
 
 

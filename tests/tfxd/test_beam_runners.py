@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import os
 import re
+import subprocess
 import tempfile
 from pathlib import Path
 from unittest import mock
@@ -19,7 +20,7 @@ from unittest import mock
 import pytest
 
 from tfxd import process_table
-from tfxd.beam_engines import ENGINES, JOB_ENDPOINT_ENV
+from tfxd.beam_engines import ENGINES, JOB_ENDPOINT_ENV, java
 from tfxd.pipeline.run import beam_engine
 
 FILES, RECORDS = 2, 50  # gzipped: Beam cannot split one, so a file is one restriction
@@ -46,10 +47,9 @@ def _read(pipeline, pattern: str, bundles: str | None = None):
     return read
 
 
-def _bundle_counter(folder: str, size=len):
+def _bundle_counter(folder: str, size=lambda element: 1):
     """A DoFn writing each bundle's record count to a file of its own in ``folder`` (the SDK workers are
-    processes here); an element counts ``size(element)`` records when it is a list (a RecordBatch: its
-    rows), else 1. Defined inside a function so that Beam pickles the class by value: the workers need
+    processes here); an element counts ``size(element)`` records (a RecordBatch: its rows). Defined inside a function so that Beam pickles the class by value: the workers need
     not import the tests."""
     import uuid
 
@@ -60,7 +60,7 @@ def _bundle_counter(folder: str, size=len):
             self.count = 0
 
         def process(self, element):
-            self.count += 1 if isinstance(element, bytes) else size(element)
+            self.count += size(element)
 
         def finish_bundle(self):
             if self.count:
@@ -198,10 +198,6 @@ def test_a_pipelines_own_phases_are_left_alone_and_sent_as_the_job_server_takes_
 
 def _jvm_flags(pid: int) -> list[str]:
     """The flags a running JVM reports of itself (the JDK's jcmd, beside the java the engines run on)."""
-    import subprocess
-
-    from tfxd.beam_engines import java
-
     jcmd = os.path.join(os.path.dirname(os.path.realpath(java())), "jcmd")
     out = subprocess.run([jcmd, str(pid), "VM.flags"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
