@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ import pytest
 from tests.pipeline.run.test_sdk_worker_pool import _listening
 from tfxd.beam_engines import WORKER_POOL_ENV
 from tfxd.direct_runner import WorkerLost, direct_args, worker_loss_fails_bundles, workers_forked
-from tfxd.pipeline.run.beam_engine import direct_workers_pooled, forks_workers
+from tfxd.pipeline.run.beam_engine import _group_gone, direct_workers_pooled, forks_workers
 
 ARGS = [*direct_args("multi_processing", 2), "--no_pipeline_type_check"]
 
@@ -65,6 +67,26 @@ def test_a_runs_direct_workers_are_forked_from_its_pool(tmp_path):
     with workers_forked():  # no pool: Beam's own worker processes, each a new Python
         ran = _run(tmp_path / "beams")
     assert all(name == "python" and not loaded for _, _, name, loaded in ran)  # started through /bin/sh
+
+
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as handle:
+        return handle.read().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_stopped_group_is_waited_for_until_none_of_it_runs():
+    """The pool's forked workers hold its listening socket and close it only once they have exited, after
+    the pool that was waited for (the check above once found the port still listening): a stop returns
+    when no process of the group runs (a zombie's files are closed), or at its deadline, not before."""
+    process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"], start_new_session=True)
+    try:
+        _group_gone(process.pid, time.monotonic() - 1)  # the deadline passed: back at once
+        assert _state(process.pid) in "RSD"  # it still runs: what the wait is for
+        _group_gone(process.pid, time.monotonic() + 60)
+        assert _state(process.pid) == "Z"  # exited, not yet reaped by its parent (this process)
+    finally:
+        process.kill()
+        process.wait()
 
 
 @pytest.mark.parametrize(("args", "pooled"), [
