@@ -17,27 +17,49 @@ def returncode(status: int) -> int:
     return -(status & 0x7F) if status & 0x7F else status >> 8
 
 
-def stat(pid: int) -> tuple[str, str, int, int] | None:
-    """A process as /proc/PID/stat has it: (state, name, parent's pid, wait status; 0 while alive); None
-    once it is gone."""
+def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
+    """(name, the fields after it) of /proc/PID/stat; None once the process is gone. fields[0] is the state
+    (field 3 of proc(5)), fields[1] the parent, fields[2] the process group, the last (field 52) the exit
+    code as waitpid reports it."""
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             head, tail = handle.read().rsplit(")", 1)
-        fields = tail.split()
-        name = head.split("(", 1)[1]  # the process's comm, kept while it is a zombie
-        # fields[0] is the state (field 3 of proc(5)); the last, field 52, the exit code as waitpid reports it
-        return fields[0], name, int(fields[1]), int(fields[-1]) if len(fields) >= 50 else 0
+        return head.split("(", 1)[1], tail.split()  # the name: the process's comm, kept while it is a zombie
     except (OSError, IndexError, ValueError):
         return None  # ended, or ended while read
+
+
+def stat(pid: int) -> tuple[str, str, int, int] | None:
+    """A process as /proc/PID/stat has it: (state, name, parent's pid, wait status; 0 while alive); None
+    once it is gone."""
+    found = _stat_fields(pid)
+    if found is None or len(found[1]) < 2:
+        return None
+    name, fields = found
+    try:
+        return fields[0], name, int(fields[1]), int(fields[-1]) if len(fields) >= 50 else 0
+    except ValueError:
+        return None
+
+
+def _pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
 
 
 def children(parent: int) -> dict[int, tuple[str, str, int]]:
     """The processes whose parent is ``parent``: pid -> (state, name, wait status; 0 while alive)."""
     found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (seen := stat(int(entry))) is not None and seen[2] == parent:
-            found[int(entry)] = (seen[0], seen[1], seen[3])
+    for pid in _pids():
+        if (seen := stat(pid)) is not None and seen[2] == parent:
+            found[pid] = (seen[0], seen[1], seen[3])
     return found
+
+
+def running_in_group(group: int) -> list[int]:
+    """The processes of process group ``group`` that have not ended (a zombie, which has closed its files,
+    is not one of them)."""
+    return [pid for pid in _pids() if (found := _stat_fields(pid)) is not None and len(found[1]) > 2
+            and found[1][2] == str(group) and found[1][0] != "Z"]
 
 
 def worker_name(worker_id: str) -> str:

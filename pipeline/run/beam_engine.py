@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from tfxd import console
+from tfxd import console, process_table
 from tfxd.beam_engines import (
     ENGINES,
     JOB_ENDPOINT_ENV,
@@ -292,27 +292,9 @@ class _Processes:
 def _group_gone(group: int, deadline: float) -> None:
     """Back once no process of ``group`` runs any more (a zombie has closed its files) or at ``deadline``.
     The SDK workers a pool forked hold its listening socket: killed with the group, they close it only as
-    they finish exiting, after the pool that was waited for (a process of the group found live: a
-    /proc/<pid>/stat whose process group is ``group`` and whose state is not Z)."""
-    while time.monotonic() < deadline and any(_live_in(group, entry) for entry in _proc_entries()):
+    they finish exiting, after the pool that was waited for."""
+    while time.monotonic() < deadline and process_table.running_in_group(group):
         time.sleep(0.02)
-
-
-def _proc_entries() -> list[str]:
-    with contextlib.suppress(OSError):
-        return [entry for entry in os.listdir("/proc") if entry.isdigit()]
-    return []
-
-
-def _live_in(group: int, pid: str) -> bool:
-    """Whether process ``pid`` runs in process group ``group`` (stat's fields after the command's closing
-    parenthesis: state, parent, group)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except OSError:  # gone meanwhile
-        return False
-    return fields[2] == str(group) and fields[0] != "Z"
 
 
 def _signal_group(process: subprocess.Popen, signum: int) -> None:

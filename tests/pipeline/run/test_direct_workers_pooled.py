@@ -22,6 +22,7 @@ from tests.pipeline.run.test_sdk_worker_pool import _listening
 from tfxd.beam_engines import WORKER_POOL_ENV
 from tfxd.direct_runner import WorkerLost, direct_args, worker_loss_fails_bundles, workers_forked
 from tfxd.pipeline.run.beam_engine import _group_gone, direct_workers_pooled, forks_workers
+from tfxd.process_table import stat
 
 ARGS = [*direct_args("multi_processing", 2), "--no_pipeline_type_check"]
 
@@ -69,11 +70,6 @@ def test_a_runs_direct_workers_are_forked_from_its_pool(tmp_path):
     assert all(name == "python" and not loaded for _, _, name, loaded in ran)  # started through /bin/sh
 
 
-def _state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as handle:
-        return handle.read().rsplit(")", 1)[1].split()[0]
-
-
 def test_a_stopped_group_is_waited_for_until_none_of_it_runs():
     """The pool's forked workers hold its listening socket and close it only once they have exited, after
     the pool that was waited for (the check above once found the port still listening): a stop returns
@@ -81,9 +77,9 @@ def test_a_stopped_group_is_waited_for_until_none_of_it_runs():
     process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"], start_new_session=True)
     try:
         _group_gone(process.pid, time.monotonic() - 1)  # the deadline passed: back at once
-        assert _state(process.pid) in "RSD"  # it still runs: what the wait is for
+        assert stat(process.pid)[0] in "RSD"  # it still runs: what the wait is for
         _group_gone(process.pid, time.monotonic() + 60)
-        assert _state(process.pid) == "Z"  # exited, not yet reaped by its parent (this process)
+        assert stat(process.pid)[0] == "Z"  # exited, not yet reaped by its parent (this process)
     finally:
         process.kill()
         process.wait()
