@@ -19,6 +19,8 @@ EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 # and engines/jars.sha256, where tfxd finds them at run time (tfxd/beam_engines.py)
 ENGINES := $(VENV)/share/tfxd/engines
 ENGINES_STAMP := $(ENGINES)/.installed
+# tfxd's own Java for an engine (engines/<name>/src), compiled against its jars into <name>/classes
+ENGINES_JAVA := $(shell find engines -name '*.java')
 # Kubeflow's own code as judges (conformance/*/: Go modules pinned by go.sum, built here, never in the wheel)
 CONFORMANCE := build/conformance
 CONFORMANCE_STAMP := $(CONFORMANCE)/.built
@@ -59,14 +61,18 @@ $(TYPING_TREE): pyproject.toml tools/typing_tree.py $(wildcard tfxd/*.py) | $(ST
 
 # Maven checks each download against the repository's checksum (-C); the lock pins every jar's sha256 and the
 # set itself (a jar more or less fails too). Built aside and moved in whole: never half an engine.
-$(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 | $(STAMP)
+$(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 $(ENGINES_JAVA) | $(STAMP)
 	@command -v mvn >/dev/null || { echo "Maven not found: install it (apt-get install maven) and retry" >&2; exit 2; }
+	@command -v javac >/dev/null || { echo "javac not found: make engines compiles tfxd's Flink job server (engines/flink/src); install a JDK 11 or newer (apt-get install openjdk-17-jdk-headless) and retry" >&2; exit 2; }
 	rm -rf $(ENGINES).partial
 	for engine in $(patsubst engines/%/pom.xml,%,$(wildcard engines/*/pom.xml)); do \
 	  mvn -q -B -C -f engines/$$engine/pom.xml dependency:copy-dependencies \
 	    -DoutputDirectory=$(abspath $(ENGINES).partial)/$$engine/jars || exit 1; done
 	cd $(ENGINES).partial && sha256sum --quiet -c $(CURDIR)/engines/jars.sha256
 	cd $(ENGINES).partial && diff <(find . -name '*.jar' | sed 's|^\./||' | sort) <(awk '{print $$2}' $(CURDIR)/engines/jars.sha256 | sort)
+	for source in engines/*/src; do engine=$$(basename $$(dirname $$source)); \
+	  javac --release 11 -Xlint:all,-path -Werror -cp "$(ENGINES).partial/$$engine/jars/*" \
+	    -d $(ENGINES).partial/$$engine/classes $$(find $$source -name '*.java') || exit 1; done
 	echo "Spark 3.5.6 (Scala 2.12) from Maven Central, for tfxd" > $(ENGINES).partial/spark/RELEASE
 	rm -rf $(ENGINES) && mv $(ENGINES).partial $(ENGINES) && touch $@
 

@@ -43,7 +43,7 @@ TARGET_STARTUP_S = 10.0  # issue 65 (issue 33's: 20)
 RUN_TIMEOUT_S = 3600  # then SIGTERM: tfxd stops its engine and says so; the bench fails with the log
 LISTENING = "through Beam's job server"  # pipeline/run/beam_engine.py's line once the engine listens
 # what tells the engine's own processes from Beam's DirectRunner workers, in their command lines
-ENGINE_MARKS = ("tfxd.pipeline.run.sdk_worker_pool", "JobServerDriver")
+ENGINE_MARKS = ("tfxd.pipeline.run.sdk_worker_pool", "JobServerDriver", "dev.tfxd.engines.")
 
 
 class _Watch(threading.Thread):

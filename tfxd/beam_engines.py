@@ -68,19 +68,24 @@ class Engine(Runner):
     embedded: str  # the master of an engine embedded here, {workers} its slots
     parallelism_flag: str | None = None  # the Beam flag for the engine's parallelism (None: the master sets it)
     env: tuple[tuple[str, str], ...] = ()  # the job server's own variables, {home} its folder
-    embedded_properties: tuple[str, ...] = ()  # the job server's JVM system properties with the engine embedded
+    embedded_properties: tuple[str, ...] = ()  # the job server's JVM system properties, embedded; {workers}
     version: str  # the engine's own version, as installed
 
     def embedded_master(self, workers: int) -> str:
         return self.embedded.format(workers=workers)
 
+    def embedded_jvm_properties(self, workers: int) -> list[str]:
+        return [prop.format(workers=workers) for prop in self.embedded_properties]
+
 
 RUNNERS: dict[str, Runner] = {runner.name: runner for runner in (
     Runner("direct", "Direct", "DirectRunner"),
     Runner("dataflow", "Dataflow", "DataflowRunner", target="vertex", sized_by="--max_num_workers=N"),
-    Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", main="org.apache.beam.runners.flink.FlinkJobServerDriver",
+    # Beam's FlinkJobServerDriver behind tfxd's main (engines/flink/src), which runs every job of a run on one
+    # embedded Flink cluster of `workers` slots where Beam's [local] starts and stops a cluster for each job
+    Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", main="dev.tfxd.engines.flink.SessionJobServer",
            master_flag="--flink-master", master_example="flink-jobmanager:8081", embedded="[local]",
-           parallelism_flag="--parallelism", version="1.19"),
+           parallelism_flag="--parallelism", version="1.19", embedded_properties=("-Dtfxd.flink.slots={workers}",)),
     # Spark's own launcher code finds its jars under SPARK_HOME (jars/ and RELEASE)
     Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", main="org.apache.beam.runners.spark.SparkJobServerDriver",
            master_flag="--spark-master-url", master_example="spark://host:7077", master_scheme="spark://",
@@ -116,7 +121,16 @@ def home(engine: Engine) -> str:
 
 
 def class_path(engine: Engine) -> str:
-    return os.path.join(home(engine), "jars", "*")
+    """The engine's jars, and tfxd's own classes for it (`make engines` compiles engines/<name>/src)."""
+    return os.pathsep.join([os.path.join(home(engine), "jars", "*"), os.path.join(home(engine), "classes")])
+
+
+def _installed(engine: Engine) -> bool:
+    """Whether `make engines` filled the engine's folder: its jars, and the job server's main class where
+    it is tfxd's own."""
+    main = os.path.join(home(engine), "classes", *engine.main.split(".")) + ".class"
+    own = engine.main.startswith("dev.tfxd.")
+    return os.path.isdir(os.path.join(home(engine), "jars")) and (not own or os.path.isfile(main))
 
 
 def java() -> str | None:
@@ -154,7 +168,7 @@ def problems(engine: Engine) -> list[tuple[str, str]]:
         found.append((f"{executable} is Java {version or 'of an unknown version'}; Beam's {engine.title} job "
                       f"server needs Java {MIN_JAVA} or newer",
                       "install Java 17 and put it first on PATH, or set JAVA_HOME to it"))
-    if not os.path.isdir(os.path.join(home(engine), "jars")):
+    if not _installed(engine):
         found.append((f"Beam's {engine.title} job server is not installed (looked in {home(engine)})",
                       f"run `make engines` in tfxd's checkout, or set {ENGINES_ENV} to the folder it filled"))
     return found

@@ -133,7 +133,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
         ports = _free_ports(3)  # the job service's, the artifact service's, the expansion service's
         endpoint = f"127.0.0.1:{ports[0]}"
         master = master or engine.embedded_master(workers)
-        command = _job_server_command(engine, ports, master, scratch, embedded)
+        command = _job_server_command(engine, ports, master, scratch, workers if embedded else None)
         group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch))
         meanwhile()
         _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
@@ -209,11 +209,14 @@ def _worker_pool_command(address: str) -> list[str]:
     return [sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool", f"--service_port={address.rsplit(':', 1)[1]}"]
 
 
-def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str, embedded: bool) -> list[str]:
+def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str,
+                        embedded_workers: int | None) -> list[str]:
+    """The job server's command line; ``embedded_workers``: the slots of an engine embedded here (None: the
+    job server submits to a cluster's master)."""
     executable = java()
     assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
     job, artifact, expansion = ports
-    properties = engine.embedded_properties if embedded else ()
+    properties = () if embedded_workers is None else engine.embedded_jvm_properties(embedded_workers)
     return [executable, *JVM_OPENS, *_SHORT_LIVED, *properties, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
             "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}",
             f"--artifact-port={artifact}", f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",

@@ -96,6 +96,12 @@ class Beam(Section):
                 engine.master_scheme):
             problems.add(("master",), f"{self.runner}'s master {self.master!r} is not a standalone master URL",
                          f"write {engine.master_example}, or leave `master` out for an embedded {engine.title} here")
+        flag = engine.parallelism_flag if engine else None
+        if engine and flag and self.master is None and self.job_endpoint is None and any(
+                arg == flag or arg.startswith(f"{flag}=") for arg in self.args):
+            problems.add(("args",), f"beam.args sets {flag}, and `workers` sizes the {engine.title} embedded here: "
+                         "its parallelism, its task slots and its SDK worker processes",
+                         f"set beam.workers: N and remove {flag} from beam.args")
         sized_by = RUNNERS[self.runner].sized_by
         if sized_by and self._explicit("workers"):
             problems.add(("workers",), f"`workers` does not size {RUNNERS[self.runner].title}",

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -91,12 +92,15 @@ def test_example_gens_readers_are_the_tables_file_formats():
 
 def test_make_engines_installs_an_engine_for_each_job_server_row():
     """The Makefile builds engines/<name>/pom.xml for each folder there; each is a row's, and names the
-    Beam runner module and the engine's version the row says."""
+    Beam runner module and the engine's version the row says; the job server's main is Beam's, or tfxd's own
+    in engines/<name>/src, which `make engines` compiles."""
     poms = {path.parent.name: path.read_text(encoding="utf-8") for path in (REPO / "engines").glob("*/pom.xml")}
     assert set(poms) == set(ENGINES) == {"flink", "spark"}
     for name, engine in ENGINES.items():
         assert f"<artifactId>beam-runners-{name}-" in poms[name] and engine.version in poms[name]
-        assert engine.main.startswith(f"org.apache.beam.runners.{name}.")
+        own = REPO / "engines" / name / "src" / Path(*engine.main.split(".")).with_suffix(".java")
+        assert engine.main.startswith(f"org.apache.beam.runners.{name}.") or own.is_file(), engine.main
+    assert ENGINES["flink"].main.startswith("dev.tfxd.engines.flink.")  # one cluster for a run's jobs
 
 
 @pytest.mark.parametrize(("written", "row"), [

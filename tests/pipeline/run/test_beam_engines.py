@@ -25,6 +25,7 @@ from tfxd.pipeline.run.beam_engine import _free_port
 from tfxd.process_table import WORKER_NAME, stat
 
 WORKERS = ("--set", "beam.workers=2")
+JOB_SERVERS = tuple(engine.main for engine in ENGINES.values())  # the job servers' main classes
 
 
 def _ours() -> list[str]:
@@ -34,8 +35,8 @@ def _ours() -> list[str]:
     this worker's tests started (each inherits the worker's PYTEST_XDIST_WORKER, however far it wandered
     from its parent), so that engine tests on the other worker are none of its business."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    marks = ("JobServerDriver", "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main", "worker_pool_main",
-             "SdkHarness", "org.apache.spark.deploy")
+    marks = (*JOB_SERVERS, "JobServerDriver", "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main",
+             "worker_pool_main", "SdkHarness", "org.apache.spark.deploy")
     return [line for line in out.splitlines() if any(mark in line for mark in marks) and _started_here(line)]
 
 
@@ -191,6 +192,21 @@ def test_engine_jars_not_installed_are_refused_at_validate(project, monkeypatch)
     assert "Beam's Spark job server is not installed" in result.output and "make engines" in result.output
 
 
+def test_flinks_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, monkeypatch):
+    """Flink's job server runs tfxd's main (engines/flink/src), which `make engines` compiles beside the jars."""
+    spec = write_spec(project, BASE_SPEC + "beam: {runner: flink}\n")
+    engines = project / "engines"
+    (engines / "flink" / "jars").mkdir(parents=True)
+    monkeypatch.setenv("TFXD_ENGINES", str(engines))
+    result = run_cli("validate", str(spec))
+    assert result.exit_code == 2
+    assert "Beam's Flink job server is not installed" in result.output and "make engines" in result.output
+    main = engines / "flink" / "classes" / Path(*ENGINES["flink"].main.split("."))
+    main.parent.mkdir(parents=True)
+    main.with_suffix(".class").write_bytes(b"")
+    assert run_cli("validate", str(spec)).exit_code == 0
+
+
 def test_an_engine_that_cannot_start_fails_the_run_naming_it_and_leaves_nothing(tmp_path_factory, tmp_path):
     """A Java that dies at once (here a script in its place) fails the run naming the engine and its log,
     before any component ran; the worker pool started before it is stopped."""
@@ -251,7 +267,7 @@ def _job_server(process: subprocess.Popen) -> int:
     """The pid of the job server JVM a `tfxd run` started."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and process.poll() is None:
-        found = [line.split()[0] for line in _ours() if "JobServerDriver" in line]
+        found = [line.split()[0] for line in _ours() if any(main in line for main in JOB_SERVERS)]
         if found:
             return int(found[0])
         time.sleep(0.2)
@@ -339,6 +355,6 @@ def test_the_job_servers_ports_are_chosen_together_and_differ(monkeypatch, tmp_p
     assert [beam_engine._free_port() for _ in range(3)] == [40000] * 3  # one at a time: the bite
     ports = beam_engine._free_ports(3)
     assert ports == [40000, 40001, 40002] and not kernel.held  # every probe let go once all are chosen
-    command = beam_engine._job_server_command(ENGINES["flink"], ports, "[local]", str(tmp_path), True)
+    command = beam_engine._job_server_command(ENGINES["flink"], ports, "[local]", str(tmp_path), 2)
     assert [arg for arg in command if arg.split("=")[0] in ("--job-port", "--artifact-port", "--expansion-port")] \
         == ["--job-port=40000", "--artifact-port=40001", "--expansion-port=40002"]

@@ -363,6 +363,7 @@ def test_columns_are_checked_against_the_csv_header(project, old, new, line, pat
     ("beam: {runner: flink, job_endpoint: 'http://h:8099'}\n", "beam.job_endpoint", "host:port"),
     ("beam: {runner: spark, master: 'h:7077'}\n", "beam.master", "not a standalone master URL"),
     ("beam: {runner: dataflow, workers: 3}\n", "beam.workers", "--max_num_workers"),
+    ("beam: {runner: flink, args: ['--parallelism=4']}\n", "beam.args", "set beam.workers: N and remove --parallelism"),
     ("beam: {runner: dataflow}\n", "beam.runner", "takes its project, region, image"),
     ("beam: {runner: flink}\ntargets: {kubeflow: {image: 'img:1'}}\n", "beam.runner",
      "on kubeflow each Beam step submits to a Beam Flink job server in the cluster, and the spec names none"),

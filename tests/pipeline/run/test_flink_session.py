@@ -1,0 +1,51 @@
+"""tfxd's Flink job server (engines/flink/src: dev.tfxd.engines.flink.SessionJobServer, Beam's
+FlinkJobServerDriver behind it) runs every job of a run on one embedded Flink cluster, where Beam's own
+`--flink-master=[local]` starts a mini cluster for each job and shuts it down after (a TFX component is a
+job). Judged by Flink's own log lines (MiniCluster's "Starting Flink Mini Cluster", the ExecutionGraph's job
+states) and by what the jobs wrote; Beam's own driver, started the same way, starts a cluster a job (the
+bite)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from tests.pipeline.run.test_beam_engines import _ours
+from tfxd.beam_engines import ENGINES, Engine
+from tfxd.pipeline.run import beam_engine
+
+CLUSTER_STARTS = "Starting Flink Mini Cluster"  # org.apache.flink.runtime.minicluster.MiniCluster.start
+JOB_FINISHED = "switched from state RUNNING to FINISHED."  # ExecutionGraph, once per job
+
+
+def _two_jobs(engine: Engine, folder: Path) -> str:
+    """Two Beam jobs, one after the other, on ``engine`` embedded with one slot; its job server's log."""
+    with beam_engine.running(engine, None, 1, str(folder / "logs")) as running:
+        for index in range(2):
+            out = folder / f"job{index}.txt"
+            options = PipelineOptions([
+                "--runner=tfxd.beam_runners.FlinkRunner", f"--job_endpoint={running.job_endpoint}",
+                "--environment_type=EXTERNAL", f"--environment_config={running.worker_pool}", "--parallelism=1"])
+            with beam.Pipeline(options=options) as pipeline:
+                _ = (pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x, i=index: x * 10 + i)
+                     | beam.io.WriteToText(str(out), shard_name_template=""))
+            assert sorted(int(line) for line in out.read_text().split()) == [10 + index, 20 + index, 30 + index]
+        return Path(running.job_server_log).read_text(errors="replace")
+
+
+def test_the_jobs_of_a_run_share_one_embedded_flink_cluster(tmp_path):
+    log = _two_jobs(ENGINES["flink"], tmp_path)
+    assert log.count(JOB_FINISHED) == 2
+    assert log.count(CLUSTER_STARTS) == 1
+    assert _ours() == []
+
+
+def test_beams_own_driver_starts_a_cluster_for_every_job(tmp_path):
+    beams = dataclasses.replace(ENGINES["flink"], main="org.apache.beam.runners.flink.FlinkJobServerDriver")
+    log = _two_jobs(beams, tmp_path)
+    assert log.count(JOB_FINISHED) == 2
+    assert log.count(CLUSTER_STARTS) == 2
+    assert _ours() == []
