@@ -3,6 +3,7 @@ package dev.tfxd.engines.flink;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.stream.Stream;
 import org.apache.beam.runners.flink.FlinkJobServerDriver;
 import org.apache.flink.api.dag.Pipeline;
@@ -30,7 +31,7 @@ import org.slf4j.LoggerFactory;
  *
  * <p>With {@code --flink-master=[local]} Beam's job server starts a Flink mini cluster for every job
  * and shuts it down after (about a second each, a TFX component being a job). Here the master
- * {@code [local]} starts one mini cluster, with {@code tfxd.flink.slots} task slots, before the job
+ * {@code [local]} starts one mini cluster, with {@code tfxd.flink.slots} task slots, beside the job
  * server, and makes it the context environment that Beam's {@code [auto]} master takes
  * (FlinkExecutionEnvironments): every batch job is submitted to that cluster in this JVM, as Flink's
  * own test environment does, with no jars staged (the cluster runs on this class path). Any other
@@ -41,6 +42,7 @@ public final class SessionJobServer {
   static final String EMBEDDED = "[local]";
   static final String SLOTS_PROPERTY = "tfxd.flink.slots";
   static final String EXECUTOR = "tfxd-session-cluster";
+  private static final Logger LOG = LoggerFactory.getLogger(SessionJobServer.class);
 
   private SessionJobServer() {}
 
@@ -57,9 +59,31 @@ public final class SessionJobServer {
     }
     if (embedded) {
       int slots = Integer.getInteger(SLOTS_PROPERTY, 1);
-      SessionEnvironment.install(started(slots), slots);
+      SessionEnvironment.install(starting(slots), slots);
     }
     FlinkJobServerDriver.main(forwarded.toArray(new String[0]));
+  }
+
+  /**
+   * The cluster, starting while the job server starts (the first job waits for it); a cluster that
+   * cannot start fails every job, with why, and says so in the log at once.
+   */
+  static CompletableFuture<MiniCluster> starting(int slots) {
+    CompletableFuture<MiniCluster> cluster = new CompletableFuture<>();
+    Thread starter =
+        new Thread(
+            () -> {
+              try {
+                cluster.complete(started(slots));
+              } catch (Exception | Error failure) {
+                LOG.error("The embedded Flink cluster did not start", failure);
+                cluster.completeExceptionally(failure);
+              }
+            },
+            "tfxd-flink-cluster-start");
+    starter.setDaemon(true);
+    starter.start();
+    return cluster;
   }
 
   /** The cluster, sized as Beam sizes its per-job one (managed memory a fraction of the free heap). */
@@ -94,7 +118,7 @@ public final class SessionJobServer {
       super(executors, configuration, SessionJobServer.class.getClassLoader());
     }
 
-    static void install(MiniCluster cluster, int slots) {
+    static void install(CompletableFuture<MiniCluster> cluster, int slots) {
       PipelineExecutor executor = new ClusterExecutor(cluster, slots);
       PipelineExecutorFactory factory =
           new PipelineExecutorFactory() {
@@ -143,21 +167,26 @@ public final class SessionJobServer {
    * gets another TaskManager, as a Flink cluster's resource manager would start one.
    */
   static final class ClusterExecutor implements PipelineExecutor {
-    private static final Logger LOG = LoggerFactory.getLogger(ClusterExecutor.class);
     private static final long SLOTS_WAIT_MILLIS = 2000;
-    private final MiniCluster cluster;
+    private final CompletableFuture<MiniCluster> starting;
     private final int slotsPerTaskManager;
 
-    ClusterExecutor(MiniCluster cluster, int slotsPerTaskManager) {
-      this.cluster = cluster;
+    ClusterExecutor(CompletableFuture<MiniCluster> starting, int slotsPerTaskManager) {
+      this.starting = starting;
       this.slotsPerTaskManager = slotsPerTaskManager;
     }
 
     @Override
     public CompletableFuture<JobClient> execute(
         Pipeline pipeline, Configuration configuration, ClassLoader classLoader) throws Exception {
+      MiniCluster cluster;
+      try {
+        cluster = starting.get();
+      } catch (ExecutionException failed) {
+        throw new IllegalStateException("The embedded Flink cluster did not start", failed.getCause());
+      }
       JobGraph graph = PipelineExecutorUtils.getJobGraph(pipeline, configuration, classLoader);
-      slotsFor(graph.getMaximumParallelism());
+      slotsFor(cluster, graph.getMaximumParallelism());
       return cluster
           .submitJob(graph)
           .thenApply(
@@ -169,7 +198,7 @@ public final class SessionJobServer {
                       MiniClusterJobClient.JobFinalizationBehavior.NOTHING));
     }
 
-    private void slotsFor(int parallelism) throws Exception {
+    private void slotsFor(MiniCluster cluster, int parallelism) throws Exception {
       long deadline = System.currentTimeMillis() + SLOTS_WAIT_MILLIS;
       int free;
       while ((free = cluster.requestClusterOverview().get().getNumSlotsAvailable()) < parallelism) {
