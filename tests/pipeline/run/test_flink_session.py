@@ -11,6 +11,7 @@ import dataclasses
 from pathlib import Path
 
 import apache_beam as beam
+import pytest
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from tests.pipeline.run.test_beam_engines import _ours
@@ -48,4 +49,16 @@ def test_beams_own_driver_starts_a_cluster_for_every_job(tmp_path):
     log = _two_jobs(beams, tmp_path)
     assert log.count(JOB_FINISHED) == 2
     assert log.count(CLUSTER_STARTS) == 2
+    assert _ours() == []
+
+
+def test_a_cluster_that_cannot_start_fails_the_job_saying_why(tmp_path):
+    """The cluster starts beside the job server; the first job waits for it, and fails with Flink's reason
+    where it could not start (here no task slots: Flink's own check)."""
+    slotless = dataclasses.replace(ENGINES["flink"], embedded_properties=("-Dtfxd.flink.slots=0",))
+    with pytest.raises(RuntimeError, match="failed in state FAILED") as failed:
+        _two_jobs(slotless, tmp_path)
+    assert "Number of task slots must be at least one" in str(failed.value)
+    log = (tmp_path / "logs" / "flink-job-server.log").read_text(errors="replace")
+    assert "The embedded Flink cluster did not start" in log and CLUSTER_STARTS in log
     assert _ours() == []
