@@ -120,15 +120,20 @@ def home(engine: Engine) -> str:
     return os.path.join(engines_dir(), engine.name)
 
 
+def _classes(engine: Engine) -> str:
+    """Where `make engines` compiles tfxd's own Java for the engine (engines/<name>/src)."""
+    return os.path.join(home(engine), "classes")
+
+
 def class_path(engine: Engine) -> str:
-    """The engine's jars, and tfxd's own classes for it (`make engines` compiles engines/<name>/src)."""
-    return os.pathsep.join([os.path.join(home(engine), "jars", "*"), os.path.join(home(engine), "classes")])
+    """The engine's jars, and tfxd's own classes for it."""
+    return os.pathsep.join([os.path.join(home(engine), "jars", "*"), _classes(engine)])
 
 
 def _installed(engine: Engine) -> bool:
     """Whether `make engines` filled the engine's folder: its jars, and the job server's main class where
     it is tfxd's own."""
-    main = os.path.join(home(engine), "classes", *engine.main.split(".")) + ".class"
+    main = os.path.join(_classes(engine), *engine.main.split(".")) + ".class"
     own = engine.main.startswith("dev.tfxd.")
     return os.path.isdir(os.path.join(home(engine), "jars")) and (not own or os.path.isfile(main))
 
