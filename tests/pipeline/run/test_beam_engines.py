@@ -35,7 +35,8 @@ def _ours() -> list[str]:
     this worker's tests started (each inherits the worker's PYTEST_XDIST_WORKER, however far it wandered
     from its parent), so that engine tests on the other worker are none of its business."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
-    marks = (*JOB_SERVERS, "JobServerDriver",  # Beam's own drivers too, as test_flink_session starts one "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main",
+    # Beam's own job server drivers too (JobServerDriver): test_flink_session starts one
+    marks = (*JOB_SERVERS, "JobServerDriver", "tfxd.pipeline.run.sdk_worker_pool", "sdk_worker_pool.main",
              "worker_pool_main", "SdkHarness", "org.apache.spark.deploy")
     return [line for line in out.splitlines() if any(mark in line for mark in marks) and _started_here(line)]
 
