@@ -42,8 +42,15 @@ TARGET_RATIO = {"flink": 1.2, "spark": 1.1}  # issue 65 (issue 33's: 1.5 both)
 TARGET_STARTUP_S = 10.0  # issue 65 (issue 33's: 20)
 RUN_TIMEOUT_S = 3600  # then SIGTERM: tfxd stops its engine and says so; the bench fails with the log
 LISTENING = "through Beam's job server"  # pipeline/run/beam_engine.py's line once the engine listens
-# what tells the engine's own processes from Beam's DirectRunner workers, in their command lines
-ENGINE_MARKS = ("tfxd.pipeline.run.sdk_worker_pool", "JobServerDriver", "dev.tfxd.engines.")
+POOL_MODULE = "tfxd.pipeline.run.sdk_worker_pool"  # tfxd's SDK worker pool (pipeline/run/beam_engine.py)
+
+
+def _engine_marks() -> tuple[str, ...]:
+    """What tells the engine's own processes from Beam's DirectRunner workers, in their command lines: the
+    SDK worker pool's module and each engine's job server main class (tfxd.beam_engines)."""
+    from tfxd.beam_engines import ENGINES
+
+    return (POOL_MODULE, *(engine.main for engine in ENGINES.values()))
 
 
 class _Watch(threading.Thread):
@@ -64,6 +71,7 @@ class _Watch(threading.Thread):
             born, own = root.create_time(), root.cmdline()
         except psutil.NoSuchProcess:
             return
+        marks = _engine_marks()
         known: set[int] = set()  # children already classified (after their exec)
         while not self.done.is_set():
             total = 0
@@ -80,7 +88,7 @@ class _Watch(threading.Thread):
                     if line == own:  # forked, not yet exec'd: look again next time
                         continue
                     known.add(process.pid)
-                    if any(mark in " ".join(line) for mark in ENGINE_MARKS):
+                    if any(mark in " ".join(line) for mark in marks):
                         started = process.create_time() - born
                         if self.engine_started is None or started < self.engine_started:
                             self.engine_started = started
