@@ -3,7 +3,9 @@ FlinkJobServerDriver behind it) runs every job of a run on one embedded Flink cl
 `--flink-master=[local]` starts a mini cluster for each job and shuts it down after (a TFX component is a
 job). Judged by Flink's own log lines (MiniCluster's "Starting Flink Mini Cluster", the ExecutionGraph's job
 states) and by what the jobs wrote; Beam's own driver, started the same way, starts a cluster a job (the
-bite)."""
+bite). Its jobs are not asked for the jars to stage, which Beam's invoker finds by a ClassGraph scan of the
+class path for every job and an embedded cluster never reads: judged by HotSpot's own log of the classes
+the job server's JVM loaded."""
 
 from __future__ import annotations
 
@@ -20,6 +22,15 @@ from tfxd.pipeline.run import beam_engine
 
 CLUSTER_STARTS = "Starting Flink Mini Cluster"  # org.apache.flink.runtime.minicluster.MiniCluster.start
 JOB_FINISHED = "switched from state RUNNING to FINISHED."  # ExecutionGraph, once per job
+# the scan Beam's default PipelineResourcesDetector runs (ClasspathScanningResourcesDetector), as HotSpot's
+# -Xlog:class+load names the class it loads
+SCANNER_LOADED = "io.github.classgraph.ClassGraph "
+
+
+def _classes_logged(engine: Engine, log: Path) -> Engine:
+    """``engine`` with its job server's JVM logging every class it loads to ``log`` (HotSpot's unified log)."""
+    return dataclasses.replace(engine, embedded_properties=(*engine.embedded_properties,
+                                                            f"-Xlog:class+load=info:file={log}"))
 
 
 def _two_jobs(engine: Engine, folder: Path) -> str:
@@ -38,17 +49,23 @@ def _two_jobs(engine: Engine, folder: Path) -> str:
 
 
 def test_the_jobs_of_a_run_share_one_embedded_flink_cluster(tmp_path):
-    log = _two_jobs(ENGINES["flink"], tmp_path)
+    loaded = tmp_path / "classes.log"
+    log = _two_jobs(_classes_logged(ENGINES["flink"], loaded), tmp_path)
     assert log.count(JOB_FINISHED) == 2
     assert log.count(CLUSTER_STARTS) == 1
+    assert log.count("no jars staged (the class path is not scanned)") == 2
+    assert "org.apache.beam.runners.flink.FlinkJobInvoker " in loaded.read_text()  # the log is the JVM's
+    assert SCANNER_LOADED not in loaded.read_text()
     assert _ours() == []
 
 
-def test_beams_own_driver_starts_a_cluster_for_every_job(tmp_path):
+def test_beams_own_driver_starts_a_cluster_and_scans_the_class_path_for_every_job(tmp_path):
     beams = dataclasses.replace(ENGINES["flink"], main="org.apache.beam.runners.flink.FlinkJobServerDriver")
-    log = _two_jobs(beams, tmp_path)
+    loaded = tmp_path / "classes.log"
+    log = _two_jobs(_classes_logged(beams, loaded), tmp_path)
     assert log.count(JOB_FINISHED) == 2
     assert log.count(CLUSTER_STARTS) == 2
+    assert SCANNER_LOADED in loaded.read_text()
     assert _ours() == []
 
 

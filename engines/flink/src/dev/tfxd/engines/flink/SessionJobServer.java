@@ -6,6 +6,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.stream.Stream;
 import org.apache.beam.runners.flink.FlinkJobServerDriver;
+import org.apache.beam.runners.flink.FlinkJobServerDriver.FlinkServerConfiguration;
+import org.apache.beam.sdk.io.FileSystems;
+import org.apache.beam.sdk.options.PipelineOptionsFactory;
 import org.apache.flink.api.dag.Pipeline;
 import org.apache.flink.api.java.ExecutionEnvironment;
 import org.apache.flink.client.deployment.executors.PipelineExecutorUtils;
@@ -34,8 +37,8 @@ import org.slf4j.LoggerFactory;
  * {@code [local]} starts one mini cluster, with {@code tfxd.flink.slots} task slots, beside the job
  * server, and makes it the context environment that Beam's {@code [auto]} master takes
  * (FlinkExecutionEnvironments): every batch job is submitted to that cluster in this JVM, as Flink's
- * own test environment does, with no jars staged (the cluster runs on this class path). Any other
- * master is handed to Beam's job server as it is.
+ * own test environment does, with no jars staged (the cluster runs on this class path), nor looked
+ * for (EmbeddedJobInvoker). Any other master is handed to Beam's job server as it is.
  */
 public final class SessionJobServer {
   static final String MASTER_FLAG = "--flink-master=";
@@ -57,11 +60,17 @@ public final class SessionJobServer {
         forwarded.add(arg);
       }
     }
-    if (embedded) {
-      int slots = Integer.getInteger(SLOTS_PROPERTY, 1);
-      SessionEnvironment.install(starting(slots), slots);
+    if (!embedded) {
+      FlinkJobServerDriver.main(forwarded.toArray(new String[0]));
+      return;
     }
-    FlinkJobServerDriver.main(forwarded.toArray(new String[0]));
+    int slots = Integer.getInteger(SLOTS_PROPERTY, 1);
+    SessionEnvironment.install(starting(slots), slots);
+    // as Beam's main, with the embedded cluster's job invoker: the job server's own file systems
+    // (its artifact staging) from default options
+    FileSystems.setDefaultPipelineOptions(PipelineOptionsFactory.create());
+    FlinkServerConfiguration configuration = FlinkJobServerDriver.parseArgs(forwarded.toArray(new String[0]));
+    FlinkJobServerDriver.fromConfig(configuration, () -> new EmbeddedJobInvoker(configuration)).run();
   }
 
   /**
