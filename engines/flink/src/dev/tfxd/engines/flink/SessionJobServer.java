@@ -69,8 +69,10 @@ public final class SessionJobServer {
     // as Beam's main, with the embedded cluster's job invoker: the job server's own file systems
     // (its artifact staging) from default options
     FileSystems.setDefaultPipelineOptions(PipelineOptionsFactory.create());
-    FlinkServerConfiguration configuration = FlinkJobServerDriver.parseArgs(forwarded.toArray(new String[0]));
-    FlinkJobServerDriver.fromConfig(configuration, () -> new EmbeddedJobInvoker(configuration)).run();
+    FlinkServerConfiguration configuration =
+        FlinkJobServerDriver.parseArgs(forwarded.toArray(new String[0]));
+    FlinkJobServerDriver.fromConfig(configuration, () -> new EmbeddedJobInvoker(configuration))
+        .run();
   }
 
   /**
