@@ -42,15 +42,16 @@ TARGET_RATIO = {"flink": 1.2, "spark": 1.1}  # issue 65 (issue 33's: 1.5 both)
 TARGET_STARTUP_S = 10.0  # issue 65 (issue 33's: 20)
 RUN_TIMEOUT_S = 3600  # then SIGTERM: tfxd stops its engine and says so; the bench fails with the log
 LISTENING = "through Beam's job server"  # pipeline/run/beam_engine.py's line once the engine listens
-POOL_MODULE = "tfxd.pipeline.run.sdk_worker_pool"  # tfxd's SDK worker pool (pipeline/run/beam_engine.py)
 
 
 def _engine_marks() -> tuple[str, ...]:
     """What tells the engine's own processes from Beam's DirectRunner workers, in their command lines: the
-    SDK worker pool's module and each engine's job server main class (tfxd.beam_engines)."""
+    SDK worker pool's module (`python -m`, pipeline/run/beam_engine.py) and each engine's job server main
+    class (tfxd.beam_engines)."""
     from tfxd.beam_engines import ENGINES
+    from tfxd.pipeline.run import sdk_worker_pool
 
-    return (POOL_MODULE, *(engine.main for engine in ENGINES.values()))
+    return (sdk_worker_pool.__name__, *(engine.main for engine in ENGINES.values()))
 
 
 class _Watch(threading.Thread):

@@ -40,9 +40,9 @@ from tfxd.beam_engines import (
 )
 from tfxd.direct_runner import parallel_workers
 from tfxd.pipeline.assembly.beam_args import engine_workers
+from tfxd.pipeline.run import sdk_worker_pool
 from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
-from tfxd.pipeline.run.sdk_worker_pool import ending_with_parent
 from tfxd.pipeline.spec.document import Spec
 
 START_SECONDS = 90  # a JVM on a loaded 2-core machine, Flink's mini cluster or Spark's context included
@@ -206,7 +206,7 @@ def _pool_started(group: _Processes, log_dir: str) -> tuple[str, subprocess.Pope
 
 
 def _worker_pool_command(address: str) -> list[str]:
-    return [sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool", f"--service_port={address.rsplit(':', 1)[1]}"]
+    return [sys.executable, "-m", sdk_worker_pool.__name__, f"--service_port={address.rsplit(':', 1)[1]}"]
 
 
 def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str,
@@ -268,7 +268,7 @@ class _Processes:
 
     def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
         with open(log, "ab") as out:
-            process = subprocess.Popen(ending_with_parent(command), stdout=out, stderr=subprocess.STDOUT,
+            process = subprocess.Popen(sdk_worker_pool.ending_with_parent(command), stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.running.append((name, process))
         return process
