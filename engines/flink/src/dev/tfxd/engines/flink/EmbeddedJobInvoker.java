@@ -22,7 +22,8 @@ import org.slf4j.LoggerFactory;
  * master (FlinkExecutionEnvironments): the {@code [auto]} master takes the context environment
  * SessionJobServer installs. Each job here names NothingToStage as its detector factory, in the
  * options it was submitted with (the option the detector's default reads,
- * PipelineResourcesOptions.pipelineResourcesDetectorFactoryClass); a job that names its own keeps it.
+ * PipelineResourcesOptions.pipelineResourcesDetectorFactoryClass; Beam's Python runner submitting to
+ * a job endpoint sends no option it does not know, so no job names one of its own).
  */
 final class EmbeddedJobInvoker extends FlinkJobInvoker {
   static final String DETECTOR_FACTORY_OPTION =
@@ -39,15 +40,9 @@ final class EmbeddedJobInvoker extends FlinkJobInvoker {
       Struct options,
       String retrievalToken,
       ListeningExecutorService executorService) {
-    Struct submitted = options;
-    if (!options.containsFields(DETECTOR_FACTORY_OPTION)) {
-      String factory = NothingToStage.class.getName();
-      submitted =
-          options.toBuilder()
-              .putFields(DETECTOR_FACTORY_OPTION, Value.newBuilder().setStringValue(factory).build())
-              .build();
-      LOG.info("A job on the embedded cluster: no jars staged (the class path is not scanned)");
-    }
+    Value factory = Value.newBuilder().setStringValue(NothingToStage.class.getName()).build();
+    Struct submitted = options.toBuilder().putFields(DETECTOR_FACTORY_OPTION, factory).build();
+    LOG.info("A job on the embedded cluster: no jars staged (the class path is not scanned)");
     return super.invokeWithExecutor(pipeline, submitted, retrievalToken, executorService);
   }
 
