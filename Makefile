@@ -63,7 +63,7 @@ $(TYPING_TREE): pyproject.toml tools/typing_tree.py $(wildcard tfxd/*.py) | $(ST
 # set itself (a jar more or less fails too). Built aside and moved in whole: never half an engine.
 $(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 $(ENGINES_JAVA) | $(STAMP)
 	@command -v mvn >/dev/null || { echo "Maven not found: install it (apt-get install maven) and retry" >&2; exit 2; }
-	@command -v javac >/dev/null || { echo "javac not found: make engines compiles tfxd's Flink job server (engines/flink/src); install a JDK 11 or newer (apt-get install openjdk-17-jdk-headless) and retry" >&2; exit 2; }
+	@command -v javac >/dev/null || { echo "javac not found: make engines compiles tfxd's Flink and Spark job servers (engines/*/src); install a JDK 11 or newer (apt-get install openjdk-17-jdk-headless) and retry" >&2; exit 2; }
 	rm -rf $(ENGINES).partial
 	for engine in $(patsubst engines/%/pom.xml,%,$(wildcard engines/*/pom.xml)); do \
 	  mvn -q -B -C -f engines/$$engine/pom.xml dependency:copy-dependencies \

@@ -86,8 +86,10 @@ RUNNERS: dict[str, Runner] = {runner.name: runner for runner in (
     Engine("flink", "Flink", "tfxd.beam_runners.FlinkRunner", main="dev.tfxd.engines.flink.SessionJobServer",
            master_flag="--flink-master", master_example="flink-jobmanager:8081", embedded="[local]",
            parallelism_flag="--parallelism", version="1.19", embedded_properties=("-Dtfxd.flink.slots={workers}",)),
-    # Spark's own launcher code finds its jars under SPARK_HOME (jars/ and RELEASE)
-    Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", main="org.apache.beam.runners.spark.SparkJobServerDriver",
+    # Beam's SparkJobServerDriver behind tfxd's main (engines/spark/src), which starts the run's SparkContext
+    # with the job server where Beam's factory makes it in the first job; Spark's own launcher code finds its
+    # jars under SPARK_HOME (jars/ and RELEASE)
+    Engine("spark", "Spark", "tfxd.beam_runners.SparkRunner", main="dev.tfxd.engines.spark.SessionJobServer",
            master_flag="--spark-master-url", master_example="spark://host:7077", master_scheme="spark://",
            embedded="local[{workers}]", version="3.5.6",
            env=(("SPARK_HOME", "{home}"), ("SPARK_SCALA_VERSION", "2.12"), ("SPARK_LOCAL_IP", "127.0.0.1")),

@@ -14,6 +14,7 @@ import os
 import re
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from unittest import mock
 
@@ -204,6 +205,17 @@ def _jvm_flags(pid: int) -> list[str]:
     return out.stdout.split()
 
 
+def _command(pid: int) -> list[bytes]:
+    """The command line /proc has for ``pid``, read again while it is empty: a process in the middle of an
+    exec (the job server's starter becoming java) has none for an instant."""
+    for _ in range(100):
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if command[0]:
+            break
+        time.sleep(0.01)
+    return command
+
+
 def _on(running, runner: str):
     """Options for ``runner`` on the engine ``running``: 2 subtasks, 2 SDK workers of its pool."""
     from apache_beam.options.pipeline_options import PipelineOptions
@@ -232,8 +244,8 @@ def test_on_the_engine_each_file_is_read_in_a_bundle_of_its_own(engine, tmp_path
     starting = []  # what the run's `meanwhile` (its imports) saw: the job server's JVM and the pool, not yet handed over
 
     def meanwhile() -> None:
-        commands = [Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                    for pid in process_table.children(os.getpid())]  # the JVM's may not have exec'd java yet
+        # the JVM's may not have exec'd java yet
+        commands = [_command(pid) for pid in process_table.children(os.getpid())]
         starting.extend(sorted("job server" if ENGINES[engine].main.encode() in command else command[2].decode()
                                for command in commands))
         starting.append(os.environ.get(JOB_ENDPOINT_ENV))

@@ -101,6 +101,7 @@ def test_make_engines_installs_an_engine_for_each_job_server_row():
         own = REPO / "engines" / name / "src" / Path(*engine.main.split(".")).with_suffix(".java")
         assert engine.main.startswith(f"org.apache.beam.runners.{name}.") or own.is_file(), engine.main
     assert ENGINES["flink"].main.startswith("dev.tfxd.engines.flink.")  # one cluster for a run's jobs
+    assert ENGINES["spark"].main.startswith("dev.tfxd.engines.spark.")  # the run's context with the server
 
 
 @pytest.mark.parametrize(("written", "row"), [

@@ -193,16 +193,17 @@ def test_engine_jars_not_installed_are_refused_at_validate(project, monkeypatch)
     assert "Beam's Spark job server is not installed" in result.output and "make engines" in result.output
 
 
-def test_flinks_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, monkeypatch):
-    """Flink's job server runs tfxd's main (engines/flink/src), which `make engines` compiles beside the jars."""
-    spec = write_spec(project, BASE_SPEC + "beam: {runner: flink}\n")
+@pytest.mark.parametrize(("engine", "title"), [("flink", "Flink"), ("spark", "Spark")])
+def test_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, monkeypatch, engine, title):
+    """Each job server runs tfxd's main (engines/<name>/src), which `make engines` compiles beside the jars."""
+    spec = write_spec(project, BASE_SPEC + f"beam: {{runner: {engine}}}\n")
     engines = project / "engines"
-    (engines / "flink" / "jars").mkdir(parents=True)
+    (engines / engine / "jars").mkdir(parents=True)
     monkeypatch.setenv("TFXD_ENGINES", str(engines))
     result = run_cli("validate", str(spec))
     assert result.exit_code == 2
-    assert "Beam's Flink job server is not installed" in result.output and "make engines" in result.output
-    main = engines / "flink" / "classes" / Path(*ENGINES["flink"].main.split("."))
+    assert f"Beam's {title} job server is not installed" in result.output and "make engines" in result.output
+    main = engines / engine / "classes" / Path(*ENGINES[engine].main.split("."))
     main.parent.mkdir(parents=True)
     main.with_suffix(".class").write_bytes(b"")
     assert run_cli("validate", str(spec)).exit_code == 0
