@@ -33,14 +33,16 @@ def _classes_logged(engine: Engine, log: Path) -> Engine:
                                                             f"-Xlog:class+load=info:file={log}"))
 
 
-def _two_jobs(engine: Engine, folder: Path) -> str:
-    """Two Beam jobs, one after the other, on ``engine`` embedded with one slot; its job server's log."""
+def jobs(engine: Engine, folder: Path, count: int = 2) -> str:
+    """``count`` Beam jobs, one after the other, on ``engine`` (through its own runner) embedded with one slot;
+    its job server's log. tests/pipeline/run/test_spark_session.py runs Spark's the same way."""
+    parallelism = [f"{engine.parallelism_flag}=1"] if engine.parallelism_flag else []
     with beam_engine.running(engine, None, 1, str(folder / "logs")) as running:
-        for index in range(2):
+        for index in range(count):
             out = folder / f"job{index}.txt"
             options = PipelineOptions([
-                "--runner=tfxd.beam_runners.FlinkRunner", f"--job_endpoint={running.job_endpoint}",
-                "--environment_type=EXTERNAL", f"--environment_config={running.worker_pool}", "--parallelism=1"])
+                f"--runner={engine.beam_runner}", f"--job_endpoint={running.job_endpoint}",
+                "--environment_type=EXTERNAL", f"--environment_config={running.worker_pool}", *parallelism])
             with beam.Pipeline(options=options) as pipeline:
                 _ = (pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x, i=index: x * 10 + i)
                      | beam.io.WriteToText(str(out), shard_name_template=""))
@@ -50,7 +52,7 @@ def _two_jobs(engine: Engine, folder: Path) -> str:
 
 def test_the_jobs_of_a_run_share_one_embedded_flink_cluster(tmp_path):
     loaded = tmp_path / "classes.log"
-    log = _two_jobs(_classes_logged(ENGINES["flink"], loaded), tmp_path)
+    log = jobs(_classes_logged(ENGINES["flink"], loaded), tmp_path)
     assert log.count(JOB_FINISHED) == 2
     assert log.count(CLUSTER_STARTS) == 1
     assert log.count("no jars staged (the class path is not scanned)") == 2
@@ -62,7 +64,7 @@ def test_the_jobs_of_a_run_share_one_embedded_flink_cluster(tmp_path):
 def test_beams_own_driver_starts_a_cluster_and_scans_the_class_path_for_every_job(tmp_path):
     beams = dataclasses.replace(ENGINES["flink"], main="org.apache.beam.runners.flink.FlinkJobServerDriver")
     loaded = tmp_path / "classes.log"
-    log = _two_jobs(_classes_logged(beams, loaded), tmp_path)
+    log = jobs(_classes_logged(beams, loaded), tmp_path)
     assert log.count(JOB_FINISHED) == 2
     assert log.count(CLUSTER_STARTS) == 2
     assert SCANNER_LOADED in loaded.read_text()
@@ -74,7 +76,7 @@ def test_a_cluster_that_cannot_start_fails_the_job_saying_why(tmp_path):
     where it could not start (here no task slots: Flink's own check)."""
     slotless = dataclasses.replace(ENGINES["flink"], embedded_properties=("-Dtfxd.flink.slots=0",))
     with pytest.raises(RuntimeError, match="failed in state FAILED") as failed:
-        _two_jobs(slotless, tmp_path)
+        jobs(slotless, tmp_path)
     assert "Number of task slots must be at least one" in str(failed.value)
     log = (tmp_path / "logs" / "flink-job-server.log").read_text(errors="replace")
     assert "The embedded Flink cluster did not start" in log and CLUSTER_STARTS in log
