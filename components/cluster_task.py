@@ -37,7 +37,9 @@ def _parse(argv: list[str]) -> tuple[argparse.Namespace, argparse.Namespace, lis
 
 def main(parsed: tuple[argparse.Namespace, argparse.Namespace, list[str]]) -> None:
     """TFX's entry point, then the record. A stop (SIGTERM: a pod evicted, a run cancelled) ends the task
-    within stops.STOP_SECONDS with the signal's exit status, recorded as interrupted."""
+    within stops.STOP_SECONDS with the signal's exit status, recorded as interrupted. One that comes earlier,
+    while the container starts (the imports), ends it as Python's default does, with no record: the engine's
+    account of the task stands, as for a record that cannot be written."""
     ours, args, beam_args = parsed
     executor_input = json.loads(args.json_serialized_invocation_args)
     started = records.now()

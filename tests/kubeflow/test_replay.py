@@ -336,16 +336,25 @@ def _record(server, run_root: str, task: str) -> dict:
 
 
 def _wait_for_a_forked_task(replay: int, timeout: float = 120) -> None:
-    """Until the replay's preloader has forked a task (forked_tasks.py): a process under the replay whose
-    parent is not the replay itself."""
+    """Until a task the replay's preloader forked (forked_tasks.py: a process under the replay whose parent is
+    not the replay itself) is at work: it catches SIGTERM (/proc's SigCgt), which it does from the moment
+    cluster_task's main enters stops.handling. Before that a SIGTERM ends it as it would end a container
+    still starting on a cluster, with no record (components/cluster_task.py)."""
     deadline = time.monotonic() + timeout
     while True:
         for child in psutil.Process(replay).children(recursive=True):
-            with contextlib.suppress(psutil.Error):  # ended meanwhile
-                if child.ppid() != replay:
+            with contextlib.suppress(psutil.Error, OSError):  # ended meanwhile
+                if child.ppid() != replay and _catches(child.pid, signal.SIGTERM):
                     return
-        assert time.monotonic() < deadline, "no task was forked"
+        assert time.monotonic() < deadline, "no forked task began its work"
         time.sleep(0.05)
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler of its own for ``signum`` (proc(5): SigCgt, a hexadecimal mask)."""
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        [mask] = [line.split()[1] for line in status if line.startswith("SigCgt:")]
+    return bool(int(mask, 16) & (1 << (signum - 1)))
 
 
 # ------------------------------------------------------------------------------------------ without TensorFlow
