@@ -35,7 +35,10 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
 
     names = tf.data.Dataset.list_files(files, shuffle=shuffle, seed=seed)
     parallel = _parallel_reads(input_spec["parallel_reads"], files)
-    records = names.interleave(_records, num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
+    # the pipeline's functions are straight-line TensorFlow: traced without AutoGraph transpiling their
+    # source first, which tf.data does unless told not to (trainer_module/export.py, _signatures)
+    plain = tf.autograph.experimental.do_not_convert
+    records = names.interleave(plain(_records), num_parallel_calls=tf.data.AUTOTUNE if parallel else None)
     if _cache(input_spec["cache"], files):
         records = records.cache()
     buffer = input_spec["shuffle_buffer"]
@@ -49,7 +52,7 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
         return features, features.pop(label)
 
     data = records.repeat().batch(batch_size or plan.global_batch_size, drop_remainder=plan.strategy is Strategy.TPU)
-    data = data.map(parse, num_parallel_calls=tf.data.AUTOTUNE)
+    data = data.map(plain(parse), num_parallel_calls=tf.data.AUTOTUNE)
     prefetch = input_spec["prefetch"]
     data = data.prefetch(tf.data.AUTOTUNE if prefetch == "auto" else prefetch)
     return data.with_options(_options(plan, seed))

@@ -22,6 +22,11 @@ def import_object(dotted: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
+def keras_layers_only(spec: dict[str, Any]) -> bool:
+    """Whether the spec's model is made of Keras' own layers alone: every model type but a custom builder's."""
+    return bool(spec["model"]["type"] != "custom")
+
+
 def build(spec: dict[str, Any], info: dict[str, Any], steps_per_execution: int = 1) -> Any:
     """The compiled model for ``spec`` (the resolved spec as a dict) and Transform's feature info, running
     ``steps_per_execution`` steps per call of its compiled step (the plan's; a custom builder's own compiled
@@ -32,7 +37,7 @@ def build(spec: dict[str, Any], info: dict[str, Any], steps_per_execution: int =
 
     tf_env.leave_graph_libraries_to_themselves()
     model_spec, label = spec["model"], info["label"]
-    if model_spec["type"] == "custom":
+    if not keras_layers_only(spec):
         model = import_object(model_spec["builder"])(spec, info)
         if getattr(model, "optimizer", None) is not None:
             model.steps_per_execution = steps_per_execution  # Keras's own setter, for a compiled model

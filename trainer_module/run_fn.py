@@ -143,7 +143,7 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
     if plan.strategy is Strategy.MULTI_WORKER_MIRRORED:
         _check_agreement(distribution, checksum)
     export.save(model, tf_output, label, list(config.label_only), fn_args.serving_model_dir, plan.is_chief,
-                builtin_layers=spec["model"]["type"] != "custom")
+                builtin_layers=models.keras_layers_only(spec))
     result = training_report.TrainingReport(
         plan=plan.record(), epochs=len(history.epoch), steps_per_epoch=steps_per_epoch,
         replicas_in_sync=distribution.num_replicas_in_sync, weights_checksum=checksum, history=callbacks[0].history,
@@ -190,7 +190,7 @@ def _fit(model: Any, train_data: Callable[..., Any], validation: tuple[Any, int]
     # a signal stops a single worker when its current call of the compiled step ends (at most
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext(), traced_once.steps_traced_once(
-            model, plan.strategy, train):
+            model, plan.strategy, train, autograph=not models.keras_layers_only(config.spec)):
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=validation[0],
                             validation_steps=validation[1], callbacks=callbacks, verbose=0)
     return history, callbacks

@@ -44,10 +44,13 @@ def applies(model: Any, strategy: Strategy) -> bool:
 
 
 @contextlib.contextmanager
-def steps_traced_once(model: Any, strategy: Strategy, data: Any) -> Iterator[None]:
+def steps_traced_once(model: Any, strategy: Strategy, data: Any, autograph: bool) -> Iterator[None]:
     """Within the block, Keras's train and test steps of ``model`` are tf.functions and its training's
     variables are made (``data``: the train dataset, for the shapes); after it, Keras's steps again. Other
-    models keep Keras's steps in the block too (another model's steps are not this fit's)."""
+    models keep Keras's steps in the block too (another model's steps are not this fit's). Without
+    ``autograph`` the steps are traced without AutoGraph's transpiling of their source, for a model of
+    Keras' own layers: Keras's steps have no control flow of their own, and under a function traced without
+    AutoGraph Keras converts no layer's call either, which a custom model's layers may need."""
     if not applies(model, strategy):
         yield
         return
@@ -57,15 +60,16 @@ def steps_traced_once(model: Any, strategy: Strategy, data: Any) -> Iterator[Non
     with contextlib.ExitStack() as stack:
         for name in STEPS:
             keras_step = getattr(tf.keras.Model, name)  # Keras's own (tf_keras's Model: legacy Keras, tfxd.tf_env)
-            stack.enter_context(patches.applied("keras.steps_traced_once", _traced(model, keras_step), name))
+            stack.enter_context(patches.applied("keras.steps_traced_once", _traced(model, keras_step, autograph),
+                                                name))
         yield
 
 
-def _traced(model: Any, keras_step: Any) -> Any:
+def _traced(model: Any, keras_step: Any, autograph: bool) -> Any:
     """Keras's ``keras_step`` (Model.train_step or test_step), for ``model`` a tf.function of itself."""
     import tensorflow as tf
 
-    function = tf.function(functools.partial(keras_step, model), reduce_retracing=True)
+    function = tf.function(functools.partial(keras_step, model), reduce_retracing=True, autograph=autograph)
 
     def step(self: Any, data: Any) -> Any:
         return function(data) if self is model else keras_step(self, data)

@@ -53,9 +53,10 @@ def _data() -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices((features, labels)).repeat().batch(16)
 
 
-def _fit(model: tf.keras.Model, strategy: Strategy, data: tf.data.Dataset | None = None) -> tf.keras.callbacks.History:
+def _fit(model: tf.keras.Model, strategy: Strategy, data: tf.data.Dataset | None = None,
+         autograph: bool = False) -> tf.keras.callbacks.History:
     data = data or _data()
-    with steps_traced_once(model, strategy, data):
+    with steps_traced_once(model, strategy, data, autograph):
         return model.fit(data, epochs=3, steps_per_epoch=8, validation_data=data, validation_steps=4, verbose=0)
 
 
@@ -78,6 +79,36 @@ def test_keras_traces_the_train_step_four_times_and_the_test_step_twice_mended_o
     assert own_history.history == mended_history.history
 
 
+class _Branching(tf.keras.layers.Layer):
+    """A user's layer with control flow on a tensor: Python's `if` on a tensor needs AutoGraph in a graph."""
+
+    def call(self, inputs):
+        if tf.reduce_sum(inputs) > 0:
+            return inputs
+        return -inputs
+
+
+def _branching_model() -> tf.keras.Model:
+    tf.keras.utils.set_random_seed(7)
+    inputs = tf.keras.Input(shape=(3,))
+    model = tf.keras.Model(inputs, tf.keras.layers.Dense(1, activation="sigmoid")(_Branching()(inputs)))
+    model.compile(optimizer="adam", loss="binary_crossentropy", steps_per_execution=4)
+    return model
+
+
+def test_steps_traced_without_autograph_train_the_same_weights_and_a_custom_layer_keeps_it_where_asked():
+    with_autograph, without = _model(), _model()
+    _fit(with_autograph, Strategy.DEFAULT, autograph=True)
+    _fit(without, Strategy.DEFAULT, autograph=False)
+    for one, other in zip(with_autograph.get_weights(), without.get_weights(), strict=True):
+        np.testing.assert_array_equal(one, other)
+    history = _fit(_branching_model(), Strategy.DEFAULT, autograph=True)  # Keras converts the layer's call
+    assert len(history.history["loss"]) == 3
+    # the bite: without AutoGraph in the step, Keras converts no layer's call, and the `if` cannot be traced
+    with pytest.raises(ValueError, match="symbolic `tf.Tensor` as a Python `bool` is not allowed"):
+        _fit(_branching_model(), Strategy.DEFAULT, autograph=False)
+
+
 def test_with_a_feature_that_is_not_dense_keras_makes_the_variables_and_the_step_is_still_staged_once():
     ragged = _data().map(lambda x, y: ({"x": tf.RaggedTensor.from_tensor(x)}, y))
     traces: Counter = Counter()
@@ -93,7 +124,7 @@ def test_with_a_feature_that_is_not_dense_keras_makes_the_variables_and_the_step
 def test_after_the_fit_keras_has_its_own_steps_and_the_model_saves_none_of_the_mends(tmp_path):
     keras_steps = (tf.keras.Model.train_step, tf.keras.Model.test_step)
     model, other = _model(), _model()
-    with steps_traced_once(model, Strategy.ONE_DEVICE, _data()):
+    with steps_traced_once(model, Strategy.ONE_DEVICE, _data(), autograph=False):
         assert tf.keras.Model.train_step is not keras_steps[0]
         other.fit(_data(), epochs=1, steps_per_epoch=4, verbose=0)  # another model in the block: Keras's steps
         model.fit(_data(), epochs=1, steps_per_epoch=4, verbose=0)
@@ -112,7 +143,7 @@ def test_after_the_fit_keras_has_its_own_steps_and_the_model_saves_none_of_the_m
 
 def test_keras_has_its_own_steps_again_when_the_fit_fails():
     keras_step = tf.keras.Model.train_step
-    with pytest.raises(ValueError, match="stopped"), steps_traced_once(_model(), Strategy.DEFAULT, _data()):
+    with pytest.raises(ValueError, match="stopped"), steps_traced_once(_model(), Strategy.DEFAULT, _data(), autograph=False):
         assert tf.keras.Model.train_step is not keras_step
         raise ValueError("stopped")
     assert tf.keras.Model.train_step is keras_step
