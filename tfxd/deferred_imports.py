@@ -1,5 +1,6 @@
 """Beam's Google Cloud connectors imported when a program first reads one from ``apache_beam.io``, not
-whenever Beam is imported.
+whenever Beam is imported; and the same for what else the libraries import for a notebook or a cloud a
+tfxd process on local folders never meets (listed last).
 
 apache_beam/io/__init__.py (Beam 2.74) star-imports apache_beam.io.gcp.bigquery, apache_beam.io.gcp.pubsub,
 gcsio and apache_beam.transforms.xlang.io in one ``try`` block that skips them all on an ImportError, as in
@@ -42,6 +43,19 @@ confidence intervals. Where tfxd is imported first, an import of the package (TF
 it with its ``__init__`` put off (patch scipy.stats_deferred): the first read of a name from it
 (``stats.t``; ``from scipy.stats import norm`` reads at once) or ``dir`` runs the ``__init__`` as SciPy
 wrote it, then answers. Its submodules import as before.
+
+The same, for three more, each judged against the library imported without tfxd (tests/tfxd/
+test_deferred_imports.py). IPython's package ``__init__`` (its terminal shell, prompt_toolkit, jedi), when
+TFDV's display_util imports IPython.display for notebook displays: put off until a name is read from the
+package (patch ipython.init_deferred), except ``get_ipython``, which Beam asks for at every pipeline's run and
+which is read from the module the ``__init__`` binds it from; IPython.display imports without it. TFMA's view package, which TFMA's
+``__init__`` imports and whose widget views import Jupyter's widgets (and IPython's shell): its ``__init__``
+put off until a name other than a submodule is read (patch tfma.views_deferred; ``tfma.view.render_*`` in a
+notebook). Beam's GCS filesystem, which apache_beam.io.filesystems imports with Google's storage and auth
+clients: refused to that file's own import, as Beam skips it without Google's libraries, and imported by
+``FileSystems.get_filesystem`` at its first gs:// path (patch beam.gcs_filesystem_deferred). Together about
+0.5 s of every process that imports TFDV, TFMA and Beam on 2 cores (a run, each Kubeflow task, the SDK
+worker pool).
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ import ast
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import threading
 import types
@@ -107,8 +122,9 @@ def _run_block(namespace: dict[str, Any]) -> None:
     try:
         for module_name, bound in BLOCK:
             module = importlib.import_module(module_name)
-            if bound is not None:
-                namespace[bound] = getattr(module, bound)
+            if bound is not None:  # `from module import bound`: a name of the module, or its submodule
+                namespace[bound] = (getattr(module, bound) if hasattr(module, bound)
+                                    else importlib.import_module(f"{module_name}.{bound}"))
                 continue
             public = getattr(module, "__all__", None) or [key for key in vars(module) if not key.startswith("_")]
             namespace.update({key: getattr(module, key) for key in public})
@@ -122,7 +138,7 @@ class _FindWithBodyPutOff(importlib.abc.MetaPathFinder):
 
     MODULE: str
     IMPORTER: str | None = None
-    LOADER: type[_BodyOnFirstRead]
+    LOADER: type[_Wrapping]
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
         if name != self.MODULE or (self.IMPORTER is not None and not _imported_by(self.IMPORTER)):
@@ -134,18 +150,25 @@ class _FindWithBodyPutOff(importlib.abc.MetaPathFinder):
         return spec
 
 
-class _BodyOnFirstRead(importlib.abc.Loader):
+class _Wrapping(importlib.abc.Loader):
+    """A library's own loader of a module, wrapped: the module is made as that loader makes it."""
+
+    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
+        return self._loader.create_module(spec)
+
+
+class _BodyOnFirstRead(_Wrapping):
     """A module's own loader whose body runs later, once: the first thread to ask runs it, the others wait
     for it; a body that raised runs again at the next ask (and raises again). What the body itself reads
     from its module while it runs (a package's ``from . import sub``) is answered as a running body's
     module answers: what it has bound so far."""
 
     def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
-        self._loader = loader
+        super().__init__(loader)
         self._lock, self._ran, self._running = threading.RLock(), False, False
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self._loader.create_module(spec)
 
     def run(self, module: types.ModuleType) -> None:
         with self._lock:
@@ -315,11 +338,110 @@ class _DeferScipyStats(_FindWithBodyPutOff):
     MODULE, LOADER = SCIPY_STATS, _StatsOnFirstRead
 
 
+IPYTHON, TFDV_DISPLAY = "IPython", "tensorflow_data_validation.utils.display_util"
+IPYTHON_ASKED_BY_BEAM = ("get_ipython", "IPython.core.getipython")  # IPython/__init__.py: from .core.getipython
+
+
+class _IPythonOnFirstRead(_BodyOnFirstRead):
+    """IPython's loader of its package, its ``__init__`` run at the first read of a name from the package
+    (``IPython.get_ipython``) or of its names; IPython.display and the other submodules import without it."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        patches.assigned("ipython.init_deferred", lambda name: self.read(module, name), "__getattr__")
+        patches.assigned("ipython.init_deferred", lambda: self.names(module), "__dir__")
+
+    def read(self, module: types.ModuleType, name: str) -> Any:
+        """``get_ipython``, which Beam asks for at every pipeline's run (interactive_utils.is_in_ipython),
+        from the module the ``__init__`` binds it from, without the rest of it; any other name as above."""
+        if name == IPYTHON_ASKED_BY_BEAM[0]:
+            return getattr(importlib.import_module(IPYTHON_ASKED_BY_BEAM[1]), name)
+        return super().read(module, name)
+
+
+class _DeferIPython(_FindWithBodyPutOff):
+    """IPython's package, when TFDV's display_util imports IPython.display, with its ``__init__`` put off
+    until a name is read from the package; IPython.display imports without it."""
+
+    MODULE, IMPORTER, LOADER = IPYTHON, TFDV_DISPLAY, _IPythonOnFirstRead
+
+
+TFMA_VIEW, TFMA = "tensorflow_model_analysis.view", "tensorflow_model_analysis"
+
+
+class _ViewsOnFirstRead(_BodyOnFirstRead):
+    """TFMA's loader of its view package, its ``__init__`` run at the first read of a name from the package
+    or of its names, except a submodule's (``from tensorflow_model_analysis.view import util``, as TFMA's own
+    modules import it), which imports as it would, without the ``__init__``."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        patches.assigned("tfma.views_deferred", lambda name: self.read(module, name), "__getattr__")
+        patches.assigned("tfma.views_deferred", lambda: self.names(module), "__dir__")
+
+    def read(self, module: types.ModuleType, name: str) -> Any:
+        with self._lock:
+            submodule = not self._ran and not name.startswith("__") and importlib.util.find_spec(
+                f"{module.__name__}.{name}") is not None
+        return importlib.import_module(f"{module.__name__}.{name}") if submodule else super().read(module, name)
+
+
+class _DeferTfmaViews(_FindWithBodyPutOff):
+    """TFMA's view package, when TFMA's own ``__init__`` imports it, with its ``__init__`` (its widget views:
+    Jupyter's widgets, and through them IPython's shell) put off until one of its names is read: a
+    ``tfma.view.render_*`` call in a notebook."""
+
+    MODULE, IMPORTER, LOADER = TFMA_VIEW, TFMA, _ViewsOnFirstRead
+
+
+FILESYSTEMS, GCS_FILESYSTEM = "apache_beam.io.filesystems", "apache_beam.io.gcp.gcsfilesystem"
+GCS_SCHEME = "gs"
+
+
+class _RefuseGcsToFilesystems(importlib.abc.MetaPathFinder):
+    """Refuses GCS_FILESYSTEM to apache_beam.io.filesystems' own body, as an environment without Google's
+    libraries refuses it (Beam skips a ModuleNotFoundError there)."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if name == GCS_FILESYSTEM and _imported_by(FILESYSTEMS):
+            raise ModuleNotFoundError(f"{GCS_FILESYSTEM} deferred by tfxd until a gs:// path is met "
+                                      "(tfxd.deferred_imports)")
+
+
+class _FilesystemsWithGcsOnFirstUse(_Wrapping):
+    """Beam's loader of apache_beam.io.filesystems: its body runs as Beam wrote it with GCS_FILESYSTEM
+    refused, then FileSystems.get_filesystem imports that module the first time it is asked for a gs://
+    path (importing it registers GCSFileSystem, as at Beam's own import)."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        refusal = _RefuseGcsToFilesystems()
+        sys.meta_path.insert(0, refusal)
+        try:
+            self._loader.exec_module(module)
+        finally:
+            sys.meta_path.remove(refusal)
+        systems = module.FileSystems
+        beams = systems.get_filesystem
+
+        def get_filesystem(path: str) -> Any:
+            if GCS_FILESYSTEM not in sys.modules and systems.get_scheme(path) == GCS_SCHEME:
+                importlib.import_module(GCS_FILESYSTEM)
+            return beams(path)
+
+        patches.assigned("beam.gcs_filesystem_deferred", staticmethod(get_filesystem))
+
+
+class _DeferBeamsGcsFilesystem(_FindWithBodyPutOff):
+    """apache_beam.io.filesystems, imported by any module, its GCS filesystem imported on a first gs:// path."""
+
+    MODULE, LOADER = FILESYSTEMS, _FilesystemsWithGcsOnFirstUse
+
+
 def install() -> None:
-    """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package, TFX's
-    components package, TFMA's Rouge metric, SciPy's stats package."""
+    """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package and its GCS
+    filesystem, TFX's components package, TFMA's Rouge metric and notebook views, SciPy's stats package,
+    IPython's package."""
     hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge),
-             (SCIPY_STATS, _DeferScipyStats))
+             (SCIPY_STATS, _DeferScipyStats), (IPYTHON, _DeferIPython), (TFMA_VIEW, _DeferTfmaViews),
+             (FILESYSTEMS, _DeferBeamsGcsFilesystem))
     for module, hook in hooks:
         if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
             sys.meta_path.insert(0, hook())

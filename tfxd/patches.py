@@ -121,6 +121,17 @@ PATCHES: tuple[Patch, ...] = (
           "(and through it scikit-learn) and rouge_score: 0.28 s of every process that imports TFMA, which "
           "TFX's component specs do, for a text metric no tfxd spec asks for. tfxd/deferred_imports.py runs "
           "the module when one of its names or the Rouge class is first asked for."),
+    Patch("tfma.views_deferred", "tensorflow_model_analysis", "0.47.1",
+          ("tensorflow_model_analysis.view:__getattr__", "tensorflow_model_analysis.view:__dir__"),
+          "TFMA's __init__ imports its view package, whose widget views import Jupyter's widgets (ipywidgets, "
+          "and through them IPython's shell): every process that imports TFMA, which TFX's component specs "
+          "do, for views only a notebook renders. tfxd/deferred_imports.py runs the package's __init__ when "
+          "one of its names other than a submodule is first read."),
+    Patch("ipython.init_deferred", "ipython", "7.34.0", ("IPython:__getattr__", "IPython:__dir__"),
+          "TFDV's display_util imports IPython.display, and with it IPython's package __init__ (its terminal "
+          "shell, prompt_toolkit, jedi): about 0.25 s of every process that imports TFDV, for a notebook's "
+          "display no tfxd process calls. tfxd/deferred_imports.py runs the __init__ when one of the "
+          "package's names is first read; IPython.display imports without it."),
     Patch("scipy.stats_deferred", "scipy", "1.12.0", ("scipy.stats:__getattr__", "scipy.stats:__dir__"),
           "tensorflow_model_analysis/utils/math_util.py imports scipy.stats (for the confidence intervals' "
           "Student's t), and TFMA's utils package imports it: 0.14 s of every process that imports TFMA, "
@@ -131,6 +142,11 @@ PATCHES: tuple[Patch, ...] = (
           "IPython's widgets): 0.7 s of Beam's 1.1 s import in every process that imports Beam, for "
           "connectors tfxd never uses; tfxd/deferred_imports.py skips them as Beam does without Google's "
           "libraries and this module __getattr__ imports them when one is first read."),
+    Patch("beam.gcs_filesystem_deferred", *_BEAM, ("apache_beam.io.filesystems:FileSystems.get_filesystem",),
+          "apache_beam/io/filesystems.py imports its GCS filesystem, and through it Google's storage, auth and "
+          "API clients: 0.1-0.2 s of every process that imports Beam, which a run on local folders never uses. "
+          "tfxd/deferred_imports.py skips it as Beam does without Google's libraries and imports it at the "
+          "first gs:// path."),
     Patch("beam.direct_workers_forked", *_BEAM,
           ("apache_beam.transforms.environments:SubprocessSDKEnvironment.from_command_string",),
           "The DirectRunner's multi_processing mode starts every worker of every pipeline as a new Python "

@@ -227,3 +227,104 @@ def test_a_body_that_imports_its_own_submodules_runs_once_without_waiting_on_its
         before = "scipy.stats._stats_py" in sys.modules
         print(before, stats.ttest_ind.__module__, "scipy.stats.distributions" in sys.modules)
     """, timeout=120) == "False scipy.stats._stats_py True"
+
+
+IPYTHON = """
+    import json, sys
+    {tfxd}
+    import tensorflow_data_validation
+    from tensorflow_data_validation.utils import display_util
+    shell = "IPython.terminal.interactiveshell" in sys.modules
+    import IPython.display
+    import IPython
+    same = display_util.display is IPython.display.display and display_util.HTML is IPython.display.HTML
+    html = display_util.HTML("<b>tfxd</b>").data
+    from apache_beam.utils.interactive_utils import is_in_ipython
+    beams = is_in_ipython()  # Beam asks at every pipeline's run: IPython.get_ipython
+    get_ipython = IPython.get_ipython
+    asked = "IPython.terminal.interactiveshell" in sys.modules
+    embed = IPython.embed.__module__
+    names = sorted(name for name in vars(IPython) if not name.startswith("_"))
+    print(json.dumps({{"shell": shell, "same": same, "html": html, "beams": beams, "none": get_ipython() is None,
+                      "asked": asked, "names": names, "embed": embed, "get": get_ipython is IPython.get_ipython,
+                      "now": "IPython.terminal.interactiveshell" in sys.modules}}))
+"""
+
+
+def test_ipythons_init_runs_when_a_name_is_read_from_it_as_without_tfxd():
+    """Judged by TFDV imported without tfxd (which imports IPython's terminal shell at once: the judge bites on
+    that): after tfxd, TFDV's display_util holds IPython's own display and HTML, with IPython's package
+    __init__ unrun until a name is read from it, get_ipython (Beam's question) answered without it; then the
+    package binds what it binds without tfxd, the same get_ipython."""
+    own = json.loads(_python(IPYTHON.format(tfxd="")))
+    assert own["shell"] is True
+    deferred = json.loads(_python(IPYTHON.format(tfxd="import tfxd")))
+    assert deferred["shell"] is False and deferred["same"] is True and deferred["html"] == own["html"] == "<b>tfxd</b>"
+    assert deferred["beams"] is own["beams"] is False and deferred["none"] is True and deferred["asked"] is False
+    assert deferred["get"] is own["get"] is True
+    assert deferred["now"] is True and deferred["embed"] == own["embed"]
+    assert set(deferred["names"]) == set(own["names"]) and "get_ipython" in own["names"]
+
+
+TFMA_VIEWS = """
+    import json, sys
+    {tfxd}
+    import tensorflow_model_analysis as tfma
+    from tensorflow_model_analysis.view import util, view_types  # submodules, as TFMA's own modules import them
+    widgets = "ipywidgets" in sys.modules
+    result = tfma.EvalResult is view_types.EvalResult and util.get_slicing_metrics.__module__
+    render = tfma.view.render_slicing_metrics
+    names = sorted(name for name in vars(tfma.view) if not name.startswith("_"))
+    print(json.dumps({{"widgets": widgets, "result": result, "render": render.__module__, "names": names,
+                      "now": "ipywidgets" in sys.modules}}))
+"""
+
+
+def test_tfmas_views_run_when_one_is_read_and_its_submodules_import_without_them():
+    """Judged by TFMA imported without tfxd (which imports Jupyter's widgets at once: the judge bites on that):
+    after tfxd, TFMA's view submodules import while the package's __init__ waits; reading a view runs it, and
+    the package then binds what it binds without tfxd."""
+    own = json.loads(_python(TFMA_VIEWS.format(tfxd="")))
+    assert own["widgets"] is True
+    deferred = json.loads(_python(TFMA_VIEWS.format(tfxd="import tfxd")))
+    assert deferred["widgets"] is False and deferred["now"] is True
+    assert deferred["result"] == own["result"] == "tensorflow_model_analysis.view.util"
+    assert deferred["render"] == own["render"] == "tensorflow_model_analysis.view.widget_view"
+    assert set(own["names"]) <= set(deferred["names"]) and "render_time_series" in own["names"]
+
+
+GCS = """
+    import json, sys
+    {tfxd}
+    from apache_beam.io.filesystems import FileSystems
+    before = "apache_beam.io.gcp.gcsfilesystem" in sys.modules
+    local = type(FileSystems.get_filesystem("/tmp/data.csv")).__name__
+    after_local = "apache_beam.io.gcp.gcsfilesystem" in sys.modules
+    gcs = FileSystems.get_filesystem("gs://bucket/data.csv")
+    from apache_beam.io.gcp.gcsfilesystem import GCSFileSystem
+    try:
+        FileSystems.get_filesystem("nosuch://bucket/data.csv")
+        unknown = None
+    except ValueError as exc:
+        unknown = str(exc)
+    print(json.dumps({{"before": before, "local": local, "after_local": after_local, "gcs": type(gcs).__name__,
+                      "same": type(gcs) is GCSFileSystem, "join": gcs.join("gs://bucket", "a", "b"),
+                      "unknown": unknown}}))
+"""
+
+
+def test_beams_gcs_filesystem_is_imported_at_the_first_gs_path_as_without_tfxd(capfd):
+    """Judged by Beam imported without tfxd (which imports its GCS filesystem at once: the judge bites on that):
+    after tfxd, a local path needs no GCS filesystem, and the first gs:// path gets Beam's own, registered as
+    Beam registers it; a scheme Beam has no filesystem for is refused as before. Beam logs nothing of it."""
+    own = json.loads(_python(GCS.format(tfxd="")))
+    assert own["before"] is True
+    deferred = json.loads(_python(GCS.format(tfxd="import tfxd")))
+    assert deferred["before"] is False and deferred["after_local"] is False
+    for key in ("local", "gcs", "same", "join", "unknown"):
+        assert deferred[key] == own[key], key
+    assert deferred["gcs"] == "GCSFileSystem" and deferred["join"] == "gs://bucket/a/b"
+    assert "Unable to get filesystem from specified path" in deferred["unknown"]
+    done = subprocess.run([sys.executable, "-c", "import tfxd\nimport apache_beam.io.filesystems"],
+                          capture_output=True, text=True, timeout=120)
+    assert "GCSFileSystem" not in done.stderr and "Failed to import" not in done.stderr
