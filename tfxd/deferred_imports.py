@@ -408,8 +408,10 @@ class _RefuseGcsToFilesystems(importlib.abc.MetaPathFinder):
 
 class _FilesystemsWithGcsOnFirstUse(_Wrapping):
     """Beam's loader of apache_beam.io.filesystems: its body runs as Beam wrote it with GCS_FILESYSTEM
-    refused, then FileSystems.get_filesystem imports that module the first time it is asked for a gs://
-    path (importing it registers GCSFileSystem, as at Beam's own import)."""
+    refused, then FileSystems.get_filesystem imports that module when it is asked for a gs:// path
+    (importing it registers GCSFileSystem, as at Beam's own import). It asks the import system each time,
+    not sys.modules: an SDK worker's threads ask at once, and a module another thread is still importing is
+    in sys.modules before its class is registered; the import system waits for that thread."""
 
     def exec_module(self, module: types.ModuleType) -> None:
         refusal = _RefuseGcsToFilesystems()
@@ -422,7 +424,7 @@ class _FilesystemsWithGcsOnFirstUse(_Wrapping):
         beams = systems.get_filesystem
 
         def get_filesystem(path: str) -> Any:
-            if GCS_FILESYSTEM not in sys.modules and systems.get_scheme(path) == GCS_SCHEME:
+            if systems.get_scheme(path) == GCS_SCHEME:
                 importlib.import_module(GCS_FILESYSTEM)
             return beams(path)
 

@@ -328,3 +328,39 @@ def test_beams_gcs_filesystem_is_imported_at_the_first_gs_path_as_without_tfxd(c
     done = subprocess.run([sys.executable, "-c", "import tfxd\nimport apache_beam.io.filesystems"],
                           capture_output=True, text=True, timeout=120)
     assert "GCSFileSystem" not in done.stderr and "Failed to import" not in done.stderr
+
+
+def test_a_thread_asking_for_a_gs_path_while_another_imports_the_filesystem_gets_it():
+    """An SDK worker's bundles ask from several threads: one imports the deferred module while another finds
+    it in sys.modules before its class is registered (the CI failure of a569a4d: "Unable to get filesystem
+    from specified path" on Flink's workers). Here the first thread's import is held inside the module's
+    body (at its import of gcsio) until the second has asked; the second must get the filesystem too."""
+    assert _python("""
+        import importlib.abc, sys, threading, time
+        import tfxd
+        from apache_beam.io.filesystems import FileSystems
+        inside, found = threading.Event(), {}
+
+        class HoldGcsio(importlib.abc.MetaPathFinder):  # the first thread, inside gcsfilesystem's body
+            def find_spec(self, name, path, target=None):
+                if name == "apache_beam.io.gcp.gcsio" and not inside.is_set():
+                    inside.set()
+                    time.sleep(1.0)
+                return None
+
+        sys.meta_path.insert(0, HoldGcsio())
+
+        def ask(who):
+            try:
+                found[who] = type(FileSystems.get_filesystem("gs://bucket/data.csv")).__name__
+            except ValueError as exc:
+                found[who] = str(exc)[:48]
+
+        first = threading.Thread(target=ask, args=("first",))
+        first.start()
+        inside.wait(30)
+        second_sees = "apache_beam.io.gcp.gcsfilesystem" in sys.modules
+        ask("second")
+        first.join()
+        print(second_sees, found["first"], found["second"])
+    """) == "True GCSFileSystem GCSFileSystem"
