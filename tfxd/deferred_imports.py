@@ -47,15 +47,15 @@ wrote it, then answers. Its submodules import as before.
 The same, for three more, each judged against the library imported without tfxd (tests/tfxd/
 test_deferred_imports.py). IPython's package ``__init__`` (its terminal shell, prompt_toolkit, jedi), when
 TFDV's display_util imports IPython.display for notebook displays: put off until a name is read from the
-package (patch ipython.init_deferred), except ``get_ipython``, which Beam asks for at every pipeline's run and
-which is read from the module the ``__init__`` binds it from; IPython.display imports without it. TFMA's view package, which TFMA's
-``__init__`` imports and whose widget views import Jupyter's widgets (and IPython's shell): its ``__init__``
-put off until a name other than a submodule is read (patch tfma.views_deferred; ``tfma.view.render_*`` in a
-notebook). Beam's GCS filesystem, which apache_beam.io.filesystems imports with Google's storage and auth
-clients: refused to that file's own import, as Beam skips it without Google's libraries, and imported by
-``FileSystems.get_filesystem`` at its first gs:// path (patch beam.gcs_filesystem_deferred). Together about
-0.5 s of every process that imports TFDV, TFMA and Beam on 2 cores (a run, each Kubeflow task, the SDK
-worker pool).
+package (patch ipython.init_deferred), except ``get_ipython``, which Beam asks for at every pipeline's run
+and which is read from the module the ``__init__`` binds it from; IPython.display imports without it.
+TFMA's view package, which TFMA's ``__init__`` imports and whose widget views import Jupyter's widgets (and
+IPython's shell): its ``__init__`` put off until a name other than a submodule is read (patch
+tfma.views_deferred; ``tfma.view.render_*`` in a notebook). Beam's GCS filesystem, which
+apache_beam.io.filesystems imports with Google's storage and auth clients: refused to that file's own
+import, as Beam skips it without Google's libraries, and imported by ``FileSystems.get_filesystem`` at a
+gs:// path (patch beam.gcs_filesystem_deferred). Together about 0.5 s of every process that imports TFDV,
+TFMA and Beam on 2 cores (a run, each Kubeflow task, the SDK worker pool).
 """
 
 from __future__ import annotations
