@@ -194,6 +194,10 @@ class _BodyOnFirstRead(_Wrapping):
         self.run(module)
         return sorted(vars(module))
 
+    def hooks(self, module: types.ModuleType) -> dict[str, Any]:
+        """The module's ``__getattr__`` and ``__dir__``, which run its body (read, names)."""
+        return {"__getattr__": lambda name: self.read(module, name), "__dir__": lambda: self.names(module)}
+
 
 class _InitOnFirstRead(_BodyOnFirstRead):
     """TFX's loader of the package, its ``__init__`` run at the first read of a name it binds; run at once
@@ -208,8 +212,7 @@ class _InitOnFirstRead(_BodyOnFirstRead):
             return
         patches.assigned("tfx.components_deferred", ast.get_docstring(tree), "__doc__")
         patches.assigned("tfx.components_deferred", listed, "__all__")
-        patches.assigned("tfx.components_deferred", lambda name: self.read(module, name), "__getattr__")
-        patches.assigned("tfx.components_deferred", lambda: self.names(module), "__dir__")
+        patches.assigned_each("tfx.components_deferred", self.hooks(module))
 
 
 COMPONENTS = "tfx.components"
@@ -267,8 +270,7 @@ class _RunOnFirstUse(_BodyOnFirstRead):
                 run()
             return bool(is_registered(name))
 
-        patches.assigned("tfma.rouge_deferred", lambda name: self.read(module, name), "__getattr__")
-        patches.assigned("tfma.rouge_deferred", lambda: self.names(module), "__dir__")
+        patches.assigned_each("tfma.rouge_deferred", self.hooks(module))
         patches.assigned("tfma.rouge_deferred", lambda: _RegistryRunOnAsk(registered(), pending, run, registered),
                          "registered_metrics")
         patches.assigned("tfma.rouge_deferred", is_registered_metric, "is_registered_metric")
@@ -327,8 +329,7 @@ class _StatsOnFirstRead(_BodyOnFirstRead):
     (``stats.t``) or of its names (``dir``); its submodules import as before, without it."""
 
     def exec_module(self, module: types.ModuleType) -> None:
-        patches.assigned("scipy.stats_deferred", lambda name: self.read(module, name), "__getattr__")
-        patches.assigned("scipy.stats_deferred", lambda: self.names(module), "__dir__")
+        patches.assigned_each("scipy.stats_deferred", self.hooks(module))
 
 
 class _DeferScipyStats(_FindWithBodyPutOff):
@@ -347,8 +348,7 @@ class _IPythonOnFirstRead(_BodyOnFirstRead):
     (``IPython.get_ipython``) or of its names; IPython.display and the other submodules import without it."""
 
     def exec_module(self, module: types.ModuleType) -> None:
-        patches.assigned("ipython.init_deferred", lambda name: self.read(module, name), "__getattr__")
-        patches.assigned("ipython.init_deferred", lambda: self.names(module), "__dir__")
+        patches.assigned_each("ipython.init_deferred", self.hooks(module))
 
     def read(self, module: types.ModuleType, name: str) -> Any:
         """``get_ipython``, which Beam asks for at every pipeline's run (interactive_utils.is_in_ipython),
@@ -374,8 +374,7 @@ class _ViewsOnFirstRead(_BodyOnFirstRead):
     modules import it), which imports as it would, without the ``__init__``."""
 
     def exec_module(self, module: types.ModuleType) -> None:
-        patches.assigned("tfma.views_deferred", lambda name: self.read(module, name), "__getattr__")
-        patches.assigned("tfma.views_deferred", lambda: self.names(module), "__dir__")
+        patches.assigned_each("tfma.views_deferred", self.hooks(module))
 
     def read(self, module: types.ModuleType, name: str) -> Any:
         with self._lock:

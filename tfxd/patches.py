@@ -233,3 +233,9 @@ def applied_to_each(patch_id: str, value: Any) -> Iterator[None]:
 def assigned(patch_id: str, value: Any, name: str | None = None) -> None:
     """Patch ``patch_id``'s target (``name``: of several, None: every one) is ``value`` from now on."""
     _BY_ID[patch_id].assigned(value, name)
+
+
+def assigned_each(patch_id: str, values: dict[str, Any]) -> None:
+    """Each of patch ``patch_id``'s targets named in ``values`` is its value from now on."""
+    for name, value in values.items():
+        _BY_ID[patch_id].assigned(value, name)

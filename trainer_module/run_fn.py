@@ -135,15 +135,16 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
     eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
                              training.get("seed"), shuffle=False, batch_size=eval_batch)
     model, inputs, warm = _build_model(spec, info, plan, distribution, fn_args)
+    builtin_layers = models.keras_layers_only(spec)  # no AutoGraph for the steps nor the export (either's docstring)
     history, callbacks = _fit(model, train_data, (eval_data, eval_steps), training, fn_args, config, plan,
-                              epochs, steps_per_epoch)
+                              (epochs, steps_per_epoch), builtin_layers)
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
     if plan.strategy is Strategy.MULTI_WORKER_MIRRORED:
         _check_agreement(distribution, checksum)
     export.save(model, tf_output, label, list(config.label_only), fn_args.serving_model_dir, plan.is_chief,
-                builtin_layers=models.keras_layers_only(spec))
+                builtin_layers=builtin_layers)
     result = training_report.TrainingReport(
         plan=plan.record(), epochs=len(history.epoch), steps_per_epoch=steps_per_epoch,
         replicas_in_sync=distribution.num_replicas_in_sync, weights_checksum=checksum, history=callbacks[0].history,
@@ -173,14 +174,16 @@ def _build_model(spec: dict[str, Any], info: dict[str, Any], plan: planner.Plan,
 
 
 def _fit(model: Any, train_data: Callable[..., Any], validation: tuple[Any, int], training: dict[str, Any],
-         fn_args: Any, config: TrainerCustomConfig, plan: planner.Plan, epochs: int,
-         steps_per_epoch: int) -> tuple[Any, list[Any]]:
+         fn_args: Any, config: TrainerCustomConfig, plan: planner.Plan, epochs_and_steps: tuple[int, int],
+         builtin_layers: bool) -> tuple[Any, list[Any]]:
     """model.fit with the spec's callbacks: Keras's history and the callbacks (the first, the progress
     line's, keeps the history the report records); ``validation`` is the eval data and its steps
-    (eval_schedule). A ParameterServer strategy's coordinator takes its
+    (eval_schedule), ``epochs_and_steps`` the schedule's; ``builtin_layers``: the model has Keras' own
+    layers only, so its steps are traced without AutoGraph (traced_once). A ParameterServer strategy's coordinator takes its
     train data as a DatasetCreator, which builds it on each worker."""
     import tensorflow as tf
 
+    epochs, steps_per_epoch = epochs_and_steps
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
              else train_data())
     single_worker = plan.strategy not in MULTI_WORKER
@@ -190,7 +193,7 @@ def _fit(model: Any, train_data: Callable[..., Any], validation: tuple[Any, int]
     # a signal stops a single worker when its current call of the compiled step ends (at most
     # plan.steps_per_execution steps), its state backed up (tfxd.stops)
     with stops.deferring() if single_worker else contextlib.nullcontext(), traced_once.steps_traced_once(
-            model, plan.strategy, train, autograph=not models.keras_layers_only(config.spec)):
+            model, plan.strategy, train, autograph=not builtin_layers):
         history = model.fit(train, epochs=epochs, steps_per_epoch=steps_per_epoch, validation_data=validation[0],
                             validation_steps=validation[1], callbacks=callbacks, verbose=0)
     return history, callbacks
