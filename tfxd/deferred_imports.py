@@ -44,18 +44,24 @@ it with its ``__init__`` put off (patch scipy.stats_deferred): the first read of
 (``stats.t``; ``from scipy.stats import norm`` reads at once) or ``dir`` runs the ``__init__`` as SciPy
 wrote it, then answers. Its submodules import as before.
 
-The same, for three more, each judged against the library imported without tfxd (tests/tfxd/
+The same, for four more, each judged against the library imported without tfxd (tests/tfxd/
 test_deferred_imports.py). IPython's package ``__init__`` (its terminal shell, prompt_toolkit, jedi), when
 TFDV's display_util imports IPython.display for notebook displays: put off until a name is read from the
-package (patch ipython.init_deferred), except ``get_ipython``, which Beam asks for at every pipeline's run
-and which is read from the module the ``__init__`` binds it from; IPython.display imports without it.
+package (patch ipython.init_deferred), except ``get_ipython``, which Beam asks for at every pipeline's run:
+it answers None, as IPython's own does, without importing IPython's shell while no shell can exist (its
+module not imported), and as IPython's own after; IPython.display imports without the ``__init__``.
 TFMA's view package, which TFMA's ``__init__`` imports and whose widget views import Jupyter's widgets (and
 IPython's shell): its ``__init__`` put off until a name other than a submodule is read (patch
 tfma.views_deferred; ``tfma.view.render_*`` in a notebook). Beam's GCS filesystem, which
 apache_beam.io.filesystems imports with Google's storage and auth clients: refused to that file's own
 import, as Beam skips it without Google's libraries, and imported by ``FileSystems.get_filesystem`` at a
-gs:// path (patch beam.gcs_filesystem_deferred). Together about 0.5 s of every process that imports TFDV,
-TFMA and Beam on 2 cores (a run, each Kubeflow task, the SDK worker pool).
+gs:// path (patch beam.gcs_filesystem_deferred). Google's Pub/Sub client package, which Beam's Pub/Sub
+connector imports, and Beam's DirectRunner imports that connector at every pipeline's run: its ``__init__``
+(the publisher and subscriber clients) put off until a name is read from it (patch pubsub.init_deferred).
+Together about 0.7 s of every process that imports TFDV, TFMA and Beam and runs a pipeline, on 2 cores (a
+run, each Kubeflow task, the SDK worker pool).
+
+The mechanism (a finder that wraps the library's own loader) is tfxd/deferred_loading.py.
 """
 
 from __future__ import annotations
@@ -71,6 +77,7 @@ import types
 from typing import Any
 
 from tfxd import patches
+from tfxd.deferred_loading import BodyOnFirstRead, FindWithBodyPutOff, Wrapping, imported_by
 
 IO = "apache_beam.io"
 REFUSED = "apache_beam.io.gcp.bigquery"  # the try block's first import: refusing it skips the block
@@ -78,7 +85,6 @@ REFUSED = "apache_beam.io.gcp.bigquery"  # the try block's first import: refusin
 BLOCK: tuple[tuple[str, str | None], ...] = (
     ("apache_beam.io.gcp.bigquery", None), ("apache_beam.io.gcp.pubsub", None),
     ("apache_beam.io.gcp", "gcsio"), ("apache_beam.transforms.xlang.io", None))
-FRAMES_LOOKED_AT = 40  # the import system's frames between the importing statement and a finder
 _lock, _ran = threading.Lock(), threading.Event()  # the try block's imports run once, by one thread
 
 
@@ -86,23 +92,11 @@ class _RefuseToBeamsIoInit(importlib.abc.MetaPathFinder):
     """Refuses REFUSED to apache_beam.io's ``__init__`` (once), giving apache_beam.io the ``__getattr__``."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name != REFUSED or not _imported_by(IO):
+        if name != REFUSED or not imported_by(IO):
             return None
         sys.meta_path.remove(self)
         patches.assigned("beam.cloud_io_deferred", _cloud_names)
         raise ImportError(f"{REFUSED} deferred by tfxd until apache_beam.io is asked for it (tfxd.deferred_imports)")
-
-
-def _imported_by(module: str) -> bool:
-    """Whether the import under way is a statement of ``module``'s own body (its file run as it is imported)."""
-    frame: types.FrameType | None = sys._getframe(1)
-    for _ in range(FRAMES_LOOKED_AT):
-        if frame is None:
-            return False
-        if frame.f_globals.get("__name__") == module and frame.f_code.co_name == "<module>":
-            return True
-        frame = frame.f_back
-    return False
 
 
 def _cloud_names(name: str) -> Any:
@@ -132,74 +126,7 @@ def _run_block(namespace: dict[str, Any]) -> None:
         pass  # as Beam's own block: an environment without Google's client libraries has none of them
 
 
-class _FindWithBodyPutOff(importlib.abc.MetaPathFinder):
-    """Finds the module MODULE as Python's path finder does (once), when IMPORTER's own body imports it (None:
-    any importer), with its loader wrapped in LOADER, which puts the module's body off."""
-
-    MODULE: str
-    IMPORTER: str | None = None
-    LOADER: type[_Wrapping]
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if name != self.MODULE or (self.IMPORTER is not None and not _imported_by(self.IMPORTER)):
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
-            spec.loader = self.LOADER(spec.loader)
-        return spec
-
-
-class _Wrapping(importlib.abc.Loader):
-    """A library's own loader of a module, wrapped: the module is made as that loader makes it."""
-
-    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
-        self._loader = loader
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
-        return self._loader.create_module(spec)
-
-
-class _BodyOnFirstRead(_Wrapping):
-    """A module's own loader whose body runs later, once: the first thread to ask runs it, the others wait
-    for it; a body that raised runs again at the next ask (and raises again). What the body itself reads
-    from its module while it runs (a package's ``from . import sub``) is answered as a running body's
-    module answers: what it has bound so far."""
-
-    def __init__(self, loader: importlib.machinery.SourceFileLoader) -> None:
-        super().__init__(loader)
-        self._lock, self._ran, self._running = threading.RLock(), False, False
-
-    def run(self, module: types.ModuleType) -> None:
-        with self._lock:
-            if self._ran or self._running:
-                return
-            self._running = True
-            try:
-                self._loader.exec_module(module)  # the body as its library wrote it
-                self._ran = True
-            finally:
-                self._running = False
-
-    def read(self, module: types.ModuleType, name: str) -> Any:
-        """The module's ``__getattr__``: its body run, then ``name`` as the body bound it."""
-        if not (name.startswith("__") and name.endswith("__")):  # the bodies bind no other dunder name
-            self.run(module)
-            if name in vars(module):
-                return vars(module)[name]
-        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
-
-    def names(self, module: types.ModuleType) -> list[str]:
-        """The module's ``__dir__``: its body run, then its names."""
-        self.run(module)
-        return sorted(vars(module))
-
-    def hooks(self, module: types.ModuleType) -> dict[str, Any]:
-        """The module's ``__getattr__`` and ``__dir__``, which run its body (read, names)."""
-        return {"__getattr__": lambda name: self.read(module, name), "__dir__": lambda: self.names(module)}
-
-
-class _InitOnFirstRead(_BodyOnFirstRead):
+class _InitOnFirstRead(BodyOnFirstRead):
     """TFX's loader of the package, its ``__init__`` run at the first read of a name it binds; run at once
     if the file does more than import names and list them (another TFX than the one read for this)."""
 
@@ -218,7 +145,7 @@ class _InitOnFirstRead(_BodyOnFirstRead):
 COMPONENTS = "tfx.components"
 
 
-class _DeferTfxComponentsInit(_FindWithBodyPutOff):
+class _DeferTfxComponentsInit(FindWithBodyPutOff):
     """tfx.components, with its ``__init__`` put off."""
 
     MODULE, LOADER = COMPONENTS, _InitOnFirstRead
@@ -248,7 +175,7 @@ ROUGE, TFMA_METRICS = "tensorflow_model_analysis.metrics.rouge", "tensorflow_mod
 REGISTRY = "tensorflow_model_analysis.metrics.metric_types"
 
 
-class _RunOnFirstUse(_BodyOnFirstRead):
+class _RunOnFirstUse(BodyOnFirstRead):
     """TFMA's loader of the Rouge module, its body run at the first read of a name from the module, or when
     TFMA's metric registry is asked for a class the body registers (read from its source); run at once if
     the source registers none (another TFMA than the one read for this)."""
@@ -276,7 +203,7 @@ class _RunOnFirstUse(_BodyOnFirstRead):
         patches.assigned("tfma.rouge_deferred", is_registered_metric, "is_registered_metric")
 
 
-class _DeferTfmaRouge(_FindWithBodyPutOff):
+class _DeferTfmaRouge(FindWithBodyPutOff):
     """TFMA's Rouge module, when tensorflow_model_analysis.metrics' own ``__init__`` imports it, with its body
     put off until it is used."""
 
@@ -324,7 +251,7 @@ class _RegistryRunOnAsk(dict[str, Any]):
 SCIPY_STATS = "scipy.stats"
 
 
-class _StatsOnFirstRead(_BodyOnFirstRead):
+class _StatsOnFirstRead(BodyOnFirstRead):
     """SciPy's loader of scipy.stats, its ``__init__`` run at the first read of a name from the package
     (``stats.t``) or of its names (``dir``); its submodules import as before, without it."""
 
@@ -332,7 +259,7 @@ class _StatsOnFirstRead(_BodyOnFirstRead):
         patches.assigned_each("scipy.stats_deferred", self.hooks(module))
 
 
-class _DeferScipyStats(_FindWithBodyPutOff):
+class _DeferScipyStats(FindWithBodyPutOff):
     """scipy.stats, imported by any module (TFMA's math_util: ``from scipy import stats``), with its
     ``__init__`` put off until it is read; a ``from scipy.stats import name`` reads it at once."""
 
@@ -343,7 +270,7 @@ IPYTHON, TFDV_DISPLAY = "IPython", "tensorflow_data_validation.utils.display_uti
 IPYTHON_ASKED_BY_BEAM = ("get_ipython", "IPython.core.getipython")  # IPython/__init__.py: from .core.getipython
 
 
-class _IPythonOnFirstRead(_BodyOnFirstRead):
+class _IPythonOnFirstRead(BodyOnFirstRead):
     """IPython's loader of its package, its ``__init__`` run at the first read of a name from the package
     (``IPython.get_ipython``) or of its names; IPython.display and the other submodules import without it."""
 
@@ -354,11 +281,22 @@ class _IPythonOnFirstRead(_BodyOnFirstRead):
         """``get_ipython``, which Beam asks for at every pipeline's run (interactive_utils.is_in_ipython),
         from the module the ``__init__`` binds it from, without the rest of it; any other name as above."""
         if name == IPYTHON_ASKED_BY_BEAM[0]:
-            return getattr(importlib.import_module(IPYTHON_ASKED_BY_BEAM[1]), name)
+            return _get_ipython
         return super().read(module, name)
 
 
-class _DeferIPython(_FindWithBodyPutOff):
+IPYTHON_SHELL = "IPython.core.interactiveshell"  # IPython/core/getipython.py imports it at each call
+
+
+def _get_ipython() -> Any:
+    """IPython's get_ipython, whose answer is None until IPython's shell module is imported (no shell can be
+    made before it), answered so without importing that module (about 0.05 s), then IPython's own answer."""
+    if IPYTHON_SHELL not in sys.modules:
+        return None
+    return importlib.import_module(IPYTHON_ASKED_BY_BEAM[1]).get_ipython()
+
+
+class _DeferIPython(FindWithBodyPutOff):
     """IPython's package, when TFDV's display_util imports IPython.display, with its ``__init__`` put off
     until a name is read from the package; IPython.display imports without it."""
 
@@ -368,7 +306,7 @@ class _DeferIPython(_FindWithBodyPutOff):
 TFMA_VIEW, TFMA = "tensorflow_model_analysis.view", "tensorflow_model_analysis"
 
 
-class _ViewsOnFirstRead(_BodyOnFirstRead):
+class _ViewsOnFirstRead(BodyOnFirstRead):
     """TFMA's loader of its view package, its ``__init__`` run at the first read of a name from the package
     or of its names, except a submodule's (``from tensorflow_model_analysis.view import util``, as TFMA's own
     modules import it), which imports as it would, without the ``__init__``."""
@@ -383,7 +321,7 @@ class _ViewsOnFirstRead(_BodyOnFirstRead):
         return importlib.import_module(f"{module.__name__}.{name}") if submodule else super().read(module, name)
 
 
-class _DeferTfmaViews(_FindWithBodyPutOff):
+class _DeferTfmaViews(FindWithBodyPutOff):
     """TFMA's view package, when TFMA's own ``__init__`` imports it, with its ``__init__`` (its widget views:
     Jupyter's widgets, and through them IPython's shell) put off until one of its names is read: a
     ``tfma.view.render_*`` call in a notebook."""
@@ -400,12 +338,12 @@ class _RefuseGcsToFilesystems(importlib.abc.MetaPathFinder):
     libraries refuses it (Beam skips a ModuleNotFoundError there)."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> None:
-        if name == GCS_FILESYSTEM and _imported_by(FILESYSTEMS):
+        if name == GCS_FILESYSTEM and imported_by(FILESYSTEMS):
             raise ModuleNotFoundError(f"{GCS_FILESYSTEM} deferred by tfxd until a gs:// path is met "
                                       "(tfxd.deferred_imports)")
 
 
-class _FilesystemsWithGcsOnFirstUse(_Wrapping):
+class _FilesystemsWithGcsOnFirstUse(Wrapping):
     """Beam's loader of apache_beam.io.filesystems: its body runs as Beam wrote it with GCS_FILESYSTEM
     refused, then FileSystems.get_filesystem imports that module when it is asked for a gs:// path
     (importing it registers GCSFileSystem, as at Beam's own import). It asks the import system each time,
@@ -430,19 +368,38 @@ class _FilesystemsWithGcsOnFirstUse(_Wrapping):
         patches.assigned("beam.gcs_filesystem_deferred", staticmethod(get_filesystem))
 
 
-class _DeferBeamsGcsFilesystem(_FindWithBodyPutOff):
+class _DeferBeamsGcsFilesystem(FindWithBodyPutOff):
     """apache_beam.io.filesystems, imported by any module, its GCS filesystem imported on a first gs:// path."""
 
     MODULE, LOADER = FILESYSTEMS, _FilesystemsWithGcsOnFirstUse
 
 
+PUBSUB, BEAM_PUBSUB = "google.cloud.pubsub", "apache_beam.io.gcp.pubsub"
+
+
+class _PubsubOnFirstRead(BodyOnFirstRead):
+    """Google's loader of google.cloud.pubsub, its ``__init__`` (the publisher and subscriber clients of
+    google.cloud.pubsub_v1) run at the first read of a name from the package (``pubsub.types``,
+    ``pubsub.PublisherClient``, as Beam's connector reads them when it is used) or of its names."""
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        patches.assigned_each("pubsub.init_deferred", self.hooks(module))
+
+
+class _DeferPubsub(FindWithBodyPutOff):
+    """google.cloud.pubsub, when Beam's Pub/Sub connector imports it (Beam's DirectRunner imports the
+    connector at every pipeline's run, to look for its transforms), with its ``__init__`` put off."""
+
+    MODULE, IMPORTER, LOADER = PUBSUB, BEAM_PUBSUB, _PubsubOnFirstRead
+
+
 def install() -> None:
     """The hooks, for what is not imported yet (tfxd/__init__.py calls it): Beam's io package and its GCS
     filesystem, TFX's components package, TFMA's Rouge metric and notebook views, SciPy's stats package,
-    IPython's package."""
+    IPython's package, Google's Pub/Sub client package."""
     hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge),
              (SCIPY_STATS, _DeferScipyStats), (IPYTHON, _DeferIPython), (TFMA_VIEW, _DeferTfmaViews),
-             (FILESYSTEMS, _DeferBeamsGcsFilesystem))
+             (FILESYSTEMS, _DeferBeamsGcsFilesystem), (PUBSUB, _DeferPubsub))
     for module, hook in hooks:
         if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
             sys.meta_path.insert(0, hook())

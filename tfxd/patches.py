@@ -131,7 +131,16 @@ PATCHES: tuple[Patch, ...] = (
           "TFDV's display_util imports IPython.display, and with it IPython's package __init__ (its terminal "
           "shell, prompt_toolkit, jedi): about 0.25 s of every process that imports TFDV, for a notebook's "
           "display no tfxd process calls. tfxd/deferred_imports.py runs the __init__ when one of the "
-          "package's names is first read; IPython.display imports without it."),
+          "package's names is first read; IPython.display imports without it, and get_ipython, which Beam "
+          "calls at every pipeline's run and which imports IPython's shell at each call, answers None "
+          "without it while that module is not imported."),
+    Patch("pubsub.init_deferred", "google-cloud-pubsub", "2.36.0",
+          ("google.cloud.pubsub:__getattr__", "google.cloud.pubsub:__dir__"),
+          "Beam's DirectRunner imports its Pub/Sub connector at every pipeline's run (to look for Pub/Sub "
+          "transforms), and the connector imports google.cloud.pubsub, whose __init__ imports the publisher "
+          "and subscriber clients: about 0.14 s of the first Beam pipeline of every process, for a connector "
+          "no tfxd pipeline uses. tfxd/deferred_imports.py runs the __init__ when one of the package's names "
+          "is first read."),
     Patch("scipy.stats_deferred", "scipy", "1.12.0", ("scipy.stats:__getattr__", "scipy.stats:__dir__"),
           "tensorflow_model_analysis/utils/math_util.py imports scipy.stats (for the confidence intervals' "
           "Student's t), and TFMA's utils package imports it: 0.14 s of every process that imports TFMA, "

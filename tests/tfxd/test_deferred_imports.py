@@ -2,11 +2,13 @@
 process: Beam's Google Cloud connectors (every name apache_beam.io binds is read from the deferred one, the
 same objects, while importing Beam after tfxd imports no google.cloud.bigquery; a direct import of the connector
 is never refused), TFX's tfx.components package (its __init__ run as TFX wrote it at the first read of a
-name), TFMA's Rouge metric and SciPy's stats package as TFMA imports it."""
+name), TFMA's Rouge metric and SciPy's stats package as TFMA imports it, IPython's package, TFMA's views,
+Beam's GCS filesystem and Google's Pub/Sub client package."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -35,9 +37,9 @@ DEFERRED = """
 """
 
 
-def _python(code: str, *args: str, timeout: int = 300) -> str:
+def _python(code: str, *args: str, timeout: int = 300, env: dict[str, str] | None = None) -> str:
     done = subprocess.run([sys.executable, "-c", textwrap.dedent(code), *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
     return done.stdout.strip().splitlines()[-1]
 
@@ -242,26 +244,33 @@ IPYTHON = """
     from apache_beam.utils.interactive_utils import is_in_ipython
     beams = is_in_ipython()  # Beam asks at every pipeline's run: IPython.get_ipython
     get_ipython = IPython.get_ipython
+    none = get_ipython() is None
     asked = "IPython.terminal.interactiveshell" in sys.modules
+    core_shell = "IPython.core.interactiveshell" in sys.modules
     embed = IPython.embed.__module__
     names = sorted(name for name in vars(IPython) if not name.startswith("_"))
-    print(json.dumps({{"shell": shell, "same": same, "html": html, "beams": beams, "none": get_ipython() is None,
-                      "asked": asked, "names": names, "embed": embed, "get": get_ipython is IPython.get_ipython,
+    from IPython.core.interactiveshell import InteractiveShell
+    made = InteractiveShell.instance()  # a shell now exists: get_ipython, read before or now, answers it
+    print(json.dumps({{"shell": shell, "same": same, "html": html, "beams": beams, "none": none,
+                      "asked": asked, "core_shell": core_shell, "names": names, "embed": embed,
+                      "made": get_ipython() is made and IPython.get_ipython() is made and is_in_ipython(),
                       "now": "IPython.terminal.interactiveshell" in sys.modules}}))
 """
 
 
-def test_ipythons_init_runs_when_a_name_is_read_from_it_as_without_tfxd():
+def test_ipythons_init_runs_when_a_name_is_read_from_it_as_without_tfxd(tmp_path):
     """Judged by TFDV imported without tfxd (which imports IPython's terminal shell at once: the judge bites on
     that): after tfxd, TFDV's display_util holds IPython's own display and HTML, with IPython's package
     __init__ unrun until a name is read from it, get_ipython (Beam's question) answered without it; then the
-    package binds what it binds without tfxd, the same get_ipython."""
-    own = json.loads(_python(IPYTHON.format(tfxd="")))
+    package binds what it binds without tfxd; get_ipython answers the shell once one is made."""
+    ipython_dir = {"IPYTHONDIR": str(tmp_path)}  # the shell's history database goes there
+    own = json.loads(_python(IPYTHON.format(tfxd=""), env=ipython_dir))
     assert own["shell"] is True
-    deferred = json.loads(_python(IPYTHON.format(tfxd="import tfxd")))
+    deferred = json.loads(_python(IPYTHON.format(tfxd="import tfxd"), env=ipython_dir))
     assert deferred["shell"] is False and deferred["same"] is True and deferred["html"] == own["html"] == "<b>tfxd</b>"
     assert deferred["beams"] is own["beams"] is False and deferred["none"] is True and deferred["asked"] is False
-    assert deferred["get"] is own["get"] is True
+    assert deferred["core_shell"] is False  # Beam's question did not import IPython's shell to answer None
+    assert deferred["made"] is own["made"] is True  # once a shell exists, it is the answer, as IPython's own
     assert deferred["now"] is True and deferred["embed"] == own["embed"]
     assert set(deferred["names"]) == set(own["names"]) and "get_ipython" in own["names"]
 
@@ -364,3 +373,36 @@ def test_a_thread_asking_for_a_gs_path_while_another_imports_the_filesystem_gets
         first.join()
         print(second_sees, found["first"], found["second"])
     """) == "True GCSFileSystem GCSFileSystem"
+
+
+PUBSUB = """
+    import json, sys
+    {tfxd}
+    import apache_beam as beam
+    from apache_beam.io.gcp import pubsub  # as Beam's DirectRunner imports it at every pipeline's run
+    with beam.Pipeline() as pipeline:
+        _ = pipeline | beam.Create([1]) | beam.Map(lambda x: x)
+    clients = "google.cloud.pubsub_v1.publisher.client" in sys.modules
+    message = pubsub.PubsubMessage(b"tfxd", {{"k": "v"}}, ordering_key="o")
+    again = pubsub.PubsubMessage._from_proto_str(message._to_proto_str(for_publish=True))
+    from google.cloud import pubsub as google_pubsub
+    print(json.dumps({{"clients": clients, "same": again == message, "data": again.data.decode(),
+                      "publisher": google_pubsub.PublisherClient.__module__,
+                      "names": sorted(name for name in dir(google_pubsub) if not name.startswith("_")),
+                      "now": "google.cloud.pubsub_v1.publisher.client" in sys.modules}}))
+"""
+
+
+def test_pubsubs_init_waits_until_beams_connector_uses_it_as_without_tfxd(tmp_path):
+    """Judged by Beam's Pub/Sub connector imported without tfxd (which imports Google's publisher and
+    subscriber clients at once: the judge bites on that): after tfxd, a pipeline runs without them, and the
+    connector's message, which reads google.cloud.pubsub's types, goes to its proto and back as without tfxd;
+    the package then binds what it binds without tfxd."""
+    scratch = {"TMPDIR": str(tmp_path)}  # the pipeline's own temporary files
+    own = json.loads(_python(PUBSUB.format(tfxd=""), env=scratch))
+    assert own["clients"] is True
+    deferred = json.loads(_python(PUBSUB.format(tfxd="import tfxd"), env=scratch))
+    assert deferred["clients"] is False and deferred["now"] is True
+    assert deferred["same"] is own["same"] is True and deferred["data"] == own["data"] == "tfxd"
+    assert deferred["publisher"] == own["publisher"] == "google.cloud.pubsub_v1"
+    assert deferred["names"] == own["names"] and "SubscriberClient" in own["names"]
