@@ -132,8 +132,8 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
                             training["input"], training.get("seed"))
 
     eval_batch, eval_steps = eval_schedule(training["eval_steps"], plan.global_batch_size)
-    eval_data = data.dataset(fn_args.eval_files, tf_output, label, plan, training["input"],
-                             training.get("seed"), shuffle=False, batch_size=eval_batch)
+    eval_data = data.validation(fn_args.eval_files, tf_output, label, plan, training["input"],
+                                training.get("seed"), eval_batch, eval_steps)
     model, inputs, warm = _build_model(spec, info, plan, distribution, fn_args)
     builtin_layers = models.keras_layers_only(spec)  # no AutoGraph for the steps nor the export (either's docstring)
     history, callbacks = _fit(model, train_data, (eval_data, eval_steps), training, fn_args, config, plan,

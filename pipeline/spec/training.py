@@ -133,7 +133,9 @@ class Callbacks(Section):
 class Input(Section):
     cache: Literal["auto"] | bool = Field(
         "auto", description="the train records in memory: auto = when their files hold at most "
-                            "64 MB (compressed), so memory stays bounded; true = always; false = never")
+                            "64 MB (compressed), so memory stays bounded; true = always; false = never. Also "
+                            "each validation's batches, parsed (auto: when their features have fixed sizes and "
+                            "they take at most 64 MB), under the default, one_device and mirrored strategies")
     parallel_reads: Literal["auto"] | bool = Field(
         "auto", description="read the files in parallel: auto = when they are on a remote store (a URL such as "
                             "gs://), to hide each read's latency; local files are read in sequence, faster for "
