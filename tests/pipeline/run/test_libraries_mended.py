@@ -16,9 +16,15 @@ from tfxd.pipeline.spec.load import load_spec
 STATE_CACHE = "apache_beam.runners.portability.fn_api_runner.worker_handlers:STATE_CACHE_SIZE_MB"
 
 
+ABSENT = object()
+
+
 def _targets() -> dict[str, Any]:
-    """What every patch's targets are now."""
-    return {target: getattr(*owner_of(target)) for patch in PATCHES for target in patch.targets}
+    """What every patch's targets are now. A module hook a deferral adds where the library is imported after
+    tfxd (tfxd/deferred_imports.py: ``google.cloud.pubsub:__getattr__``, made when Beam's Pub/Sub connector
+    imports the package) is absent where the package was imported otherwise, as resolving the target here
+    does in a process that had not imported it yet: ABSENT, a value like any other, since no run changes it."""
+    return {target: getattr(*owner_of(target), ABSENT) for patch in PATCHES for target in patch.targets}
 
 
 def _changed(before: dict[str, Any]) -> list[str]:
