@@ -4,6 +4,7 @@ TensorFlow/Beam/absl chatter in a log file, and summary.json at the end."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import logging
 import os
@@ -125,14 +126,15 @@ def _importable(folder: str) -> None:
 
 
 # What a run imports once its engine or worker pool is starting (TFX, TensorFlow, Beam, tfxd's components),
-# so that the two overlap: the engine's JVM, or the pool's imports, on the other core (bench/RESULTS.md)
-_LIBRARIES = ("tfx.orchestration.beam.beam_dag_runner", "tfx.orchestration.local.local_dag_runner",
-              "tfxd.pipeline.assembly.dag", "tfxd.pipeline.run.records")
+# so that the two overlap: the engine's JVM, or the pool's imports, on the other core (bench/RESULTS.md);
+# the orchestrator's runner by its name (TFX's BeamDagRunner imports its legacy Docker launcher too)
+_LIBRARIES = ("tfxd.pipeline.assembly.dag", "tfxd.pipeline.run.records")
+_RUNNERS = {"local": "tfx.orchestration.local.local_dag_runner", "beam": "tfx.orchestration.beam.beam_dag_runner"}
 
 
-def _libraries_imported() -> None:
-    """_LIBRARIES imported (beam_engine.started's ``meanwhile``)."""
-    for name in _LIBRARIES:
+def _libraries_imported(orchestrator: str) -> None:
+    """_LIBRARIES and the ``orchestrator``'s runner imported (beam_engine.started's ``meanwhile``)."""
+    for name in (_RUNNERS[orchestrator], *_LIBRARIES):
         importlib.import_module(name)
 
 
@@ -140,11 +142,14 @@ def _runner(orchestrator: str):
     """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
     so that independent branches (e.g. ExampleValidator beside Transform when the gate is off) can run
     side by side."""
-    # start-up: TFX loads once the run's engine or worker pool is starting (_LIBRARIES)
-    from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+    # start-up: TFX loads once the run's engine or worker pool is starting (_libraries_imported)
+    if orchestrator == "beam":
+        from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
+
+        return BeamDagRunner()
     from tfx.orchestration.local.local_dag_runner import LocalDagRunner
 
-    return BeamDagRunner() if orchestrator == "beam" else LocalDagRunner()
+    return LocalDagRunner()
 
 
 @contextlib.contextmanager
@@ -250,7 +255,7 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
             with heap.imports_uncollected():
                 running.enter_context(beam_engine.direct_workers_pooled(pipeline_beam_args(loaded), log_dir))
                 engine = running.enter_context(beam_engine.started(loaded.spec, log_dir,
-                                                                   meanwhile=_libraries_imported))
+                                                                   meanwhile=functools.partial(_libraries_imported, loaded.spec.targets.local.orchestrator)))
             # start-up: imported by _libraries_imported while the engine or the pool started
             from tfxd.pipeline.assembly.dag import tfx_pipeline
 
