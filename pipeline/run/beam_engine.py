@@ -126,15 +126,18 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
     try:
         os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(scratch, "tmp")
         os.makedirs(tempfile.tempdir)
+        job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
+        # the job service's, the artifact service's, the expansion service's, the pool's: taken at once, none
+        # the same, since the JVM binds its own only once it has started
+        ports = _free_ports(4)
+        endpoint = f"127.0.0.1:{ports[0]}"
+        command = _job_server_command(engine, ports[:3], master or engine.embedded_master(workers), scratch,
+                                      workers if embedded else None)
+        # the JVM first, the longest to start; the SDK worker pool while it starts
+        group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch))
         worker_log = pool = pool_process = None
         if embedded:
-            pool, pool_process, worker_log = _pool_started(group, log_dir)
-        job_log = os.path.join(log_dir, f"{engine.name}-job-server.log")
-        ports = _free_ports(3)  # the job service's, the artifact service's, the expansion service's
-        endpoint = f"127.0.0.1:{ports[0]}"
-        master = master or engine.embedded_master(workers)
-        command = _job_server_command(engine, ports, master, scratch, workers if embedded else None)
-        group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch))
+            pool, pool_process, worker_log = _pool_started(group, log_dir, ports[3])
         meanwhile()
         _wait_listening(endpoint, group, f"Beam's {engine.title} job server", job_log)
         os.environ[JOB_ENDPOINT_ENV] = endpoint
@@ -194,11 +197,12 @@ def forks_workers(args: list) -> bool:
     return mode == "multi_processing" and parallel_workers(given) > 1
 
 
-def _pool_started(group: _Processes, log_dir: str) -> tuple[str, subprocess.Popen, str]:
-    """tfxd's SDK worker pool, started in ``group`` and listening: its address, process and log."""
+def _pool_started(group: _Processes, log_dir: str, port: int | None = None) -> tuple[str, subprocess.Popen, str]:
+    """tfxd's SDK worker pool, started in ``group`` and listening on ``port`` (None: a free one): its
+    address, process and log."""
     os.makedirs(log_dir, exist_ok=True)
     worker_log = os.path.join(log_dir, "sdk-workers.log")
-    pool = f"127.0.0.1:{_free_port()}"
+    pool = f"127.0.0.1:{port or _free_port()}"
     pool_process = group.start("the SDK worker pool", _worker_pool_command(pool), worker_log,
                                dict(os.environ))  # the run's: TF_USE_LEGACY_KERAS, the user's PYTHONPATH
     _wait_listening(pool, group, "the SDK worker pool", worker_log)
@@ -265,18 +269,21 @@ class _Processes:
 
     def __init__(self) -> None:
         self.running: list[tuple[str, subprocess.Popen]] = []
+        self._logs: dict[int, str] = {}  # by pid
 
     def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
         with open(log, "ab") as out:
             process = subprocess.Popen(sdk_worker_pool.ending_with_parent(command), stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.running.append((name, process))
+        self._logs[process.pid] = log
         return process
 
-    def exited(self) -> tuple[str, int] | None:
+    def exited(self) -> tuple[str, int, str] | None:
+        """The first process that ended: its name, exit code and log."""
         for name, process in self.running:
             if process.poll() is not None:
-                return name, process.returncode
+                return name, process.returncode, self._logs[process.pid]
         return None
 
     def stop(self) -> None:
@@ -306,13 +313,16 @@ def _signal_group(process: subprocess.Popen, signum: int) -> None:
 
 
 def _wait_listening(address: str, group: _Processes, name: str, log: str) -> None:
+    """Back once ``name`` listens on ``address``; EngineFailed when it or another process of ``group`` (the
+    job server's JVM, starting beside the pool) ends first, with the end of that process's own log."""
     host, port = address.rsplit(":", 1)
     deadline = time.monotonic() + START_SECONDS
     while time.monotonic() < deadline:
         ended = group.exited()
         if ended:
-            raise EngineFailed(f"{ended[0]} ended with exit code {ended[1]} while starting: {_tail(log)}; "
-                               f"log: {log}")
+            what, code, ended_log = ended
+            raise EngineFailed(f"{what} ended with exit code {code} while starting: {_tail(ended_log)}; "
+                               f"log: {ended_log}")
         with contextlib.suppress(OSError), socket.create_connection((host, int(port)), timeout=1):
             return
         time.sleep(0.2)

@@ -19,6 +19,7 @@ from typing import Any
 import absl.logging
 
 from tfxd import buckets, console, direct_runner, heap, keys, patches, stops, tf_env
+from tfxd.beam_engines import RUNNERS
 from tfxd.files import join, local_state, write_json
 from tfxd.pipeline.assembly.beam_args import pipeline_beam_args
 from tfxd.pipeline.report import html as report
@@ -248,14 +249,16 @@ def _run_locked(loaded: LoadedSpec, root: str, to: str | None, verbose: bool) ->
     try:
         # the DirectRunner's worker pool, where its arguments start worker processes, and the engine, where
         # the runner has one, start before the run's libraries are imported: their imports, the pool's and
-        # the engine's JVM run side by side (the pool's arguments are the pipeline's: pipeline_beam_args).
+        # the engine's JVM run side by side (the pool's arguments are the pipeline's: pipeline_beam_args;
+        # reading them imports Beam, which an engine's run does not wait for: its JVM starts first).
         # The collector is held off meanwhile, and what was imported settled after (tfxd.heap)
         log_dir = os.path.dirname(paths.log)
+        imported = functools.partial(_libraries_imported, loaded.spec.targets.local.orchestrator)
         with contextlib.ExitStack() as running:
             with heap.imports_uncollected():
-                running.enter_context(beam_engine.direct_workers_pooled(pipeline_beam_args(loaded), log_dir))
-                engine = running.enter_context(beam_engine.started(loaded.spec, log_dir,
-                                                                   meanwhile=functools.partial(_libraries_imported, loaded.spec.targets.local.orchestrator)))
+                if RUNNERS[loaded.spec.beam.runner].in_process:
+                    running.enter_context(beam_engine.direct_workers_pooled(pipeline_beam_args(loaded), log_dir))
+                engine = running.enter_context(beam_engine.started(loaded.spec, log_dir, meanwhile=imported))
             # start-up: imported by _libraries_imported while the engine or the pool started
             from tfxd.pipeline.assembly.dag import tfx_pipeline
 

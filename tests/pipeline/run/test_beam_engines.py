@@ -211,7 +211,8 @@ def test_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, m
 
 def test_an_engine_that_cannot_start_fails_the_run_naming_it_and_leaves_nothing(tmp_path_factory, tmp_path):
     """A Java that dies at once (here a script in its place) fails the run naming the engine and its log,
-    before any component ran; the worker pool started before it is stopped."""
+    before any component ran, with the end of the job server's own log (it dies while the worker pool starts
+    beside it); the worker pool is stopped."""
     folder = example_project(tmp_path_factory, "taxi")
     fake = tmp_path / "jdk" / "bin"
     fake.mkdir(parents=True)
