@@ -152,10 +152,12 @@ def test_an_engine_ends_with_the_tfxd_process_killed_outright(tmp_path):
     assert _ours() == []
 
 
-def _started_runs_at_fork_handlers(tmp_path, start) -> bool:
+def _started_runs_at_fork_handlers(tmp_path, start) -> tuple[bool, int]:
     """Whether ``start`` (a command -> its Popen) runs the at-fork handlers of this process in the child,
-    as it would gRPC's once a Beam job has run here (what aborted a job server as it started)."""
+    as it would gRPC's once a Beam job has run here (what aborted a job server as it started), and how the
+    command ended (where an earlier test of this process ran a Beam job, gRPC's own handler may abort it)."""
     marker = tmp_path / "forked"
+    marker.unlink(missing_ok=True)
     ran = []
 
     def after_in_child() -> None:
@@ -164,8 +166,8 @@ def _started_runs_at_fork_handlers(tmp_path, start) -> bool:
 
     os.register_at_fork(after_in_child=after_in_child)
     try:
-        assert start(["/bin/true"]).wait() == 0
-        return marker.exists()
+        code = start(["/bin/true"]).wait()
+        return marker.exists(), code
     finally:
         ran.append(True)
 
@@ -178,10 +180,11 @@ def test_an_engines_processes_start_without_running_python_in_a_forked_copy_of_t
 
     processes = beam_engine._Processes()
     log = str(tmp_path / "log")
-    assert not _started_runs_at_fork_handlers(tmp_path, lambda command: processes.start("true", command, log,
-                                                                                         dict(os.environ)))
-    assert _started_runs_at_fork_handlers(tmp_path, lambda command: subprocess.Popen(
+    assert _started_runs_at_fork_handlers(tmp_path, lambda command: processes.start("true", command, log,
+                                                                                    dict(os.environ))) == (False, 0)
+    forked, _ = _started_runs_at_fork_handlers(tmp_path, lambda command: subprocess.Popen(
         command, preexec_fn=end_with_parent, start_new_session=True))
+    assert forked  # ended 0, or aborted by gRPC's handler where this process had run a Beam job
 
 
 def test_a_program_whose_starter_is_gone_by_its_death_signal_is_not_run():
