@@ -137,7 +137,7 @@ def _train(fn_args: Any, config: TrainerCustomConfig, spec: dict[str, Any], plan
     model, inputs, warm = _build_model(spec, info, plan, distribution, fn_args)
     builtin_layers = models.keras_layers_only(spec)  # no AutoGraph for the steps nor the export (either's docstring)
     history, callbacks = _fit(model, train_data, (eval_data, eval_steps), training, fn_args, config, plan,
-                              (epochs, steps_per_epoch), builtin_layers)
+                              epochs, steps_per_epoch, builtin_layers)
     checksum = weights_checksum(model)
     logging.info("tfxd trainer: strategy=%s replicas=%d is_chief=%s weights_checksum=%.12g", plan.strategy,
                  distribution.num_replicas_in_sync, plan.is_chief, checksum)
@@ -174,16 +174,15 @@ def _build_model(spec: dict[str, Any], info: dict[str, Any], plan: planner.Plan,
 
 
 def _fit(model: Any, train_data: Callable[..., Any], validation: tuple[Any, int], training: dict[str, Any],
-         fn_args: Any, config: TrainerCustomConfig, plan: planner.Plan, epochs_and_steps: tuple[int, int],
+         fn_args: Any, config: TrainerCustomConfig, plan: planner.Plan, epochs: int, steps_per_epoch: int,
          builtin_layers: bool) -> tuple[Any, list[Any]]:
     """model.fit with the spec's callbacks: Keras's history and the callbacks (the first, the progress
     line's, keeps the history the report records); ``validation`` is the eval data and its steps
-    (eval_schedule), ``epochs_and_steps`` the schedule's; ``builtin_layers``: the model has Keras' own
-    layers only, so its steps are traced without AutoGraph (traced_once). A ParameterServer strategy's coordinator takes its
-    train data as a DatasetCreator, which builds it on each worker."""
+    (eval_schedule), ``epochs`` and ``steps_per_epoch`` the schedule's; ``builtin_layers``: the model has
+    Keras' own layers only, so its steps are traced without AutoGraph (traced_once). A ParameterServer
+    strategy's coordinator takes its train data as a DatasetCreator, which builds it on each worker."""
     import tensorflow as tf
 
-    epochs, steps_per_epoch = epochs_and_steps
     train = (tf.keras.utils.experimental.DatasetCreator(train_data) if plan.strategy is Strategy.PARAMETER_SERVER
              else train_data())
     single_worker = plan.strategy not in MULTI_WORKER
