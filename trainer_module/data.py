@@ -63,7 +63,7 @@ def dataset(files: list[str], tf_transform_output: Any, label: str, plan: Plan, 
     return data.with_options(_options(plan, seed))
 
 
-MEMORY_CACHE_LIMIT_BYTES = 64 << 20  # compressed: a few times that in memory, whatever the data's size
+MEMORY_CACHE_LIMIT_BYTES = 64 << 20  # the records' files, compressed; a validation's batches, parsed
 
 # the strategies whose Keras iterates the validation dataset it is given, in this process: the others
 # hand it to a cluster's workers or a TPU's host, as a copy whose cache would start empty
@@ -77,7 +77,8 @@ def validation(files: list[str], tf_transform_output: Any, label: str, plan: Pla
     shuffled. Where they are small (_keep_validation), they are read and parsed once, here, and kept in
     memory, parsed: a later validation starts no reading pipeline (its iterator alone about 7 ms on taxi,
     the 15 batches of 400 read and parsed another 10, at each of 10 validations). Read to their end here,
-    which completes tf.data's cache: one read in part is dropped when its iterator goes."""
+    so that the cache is whole before any fit reads it, however far a strategy's iterator reads: tf.data
+    drops a cache read only in part when its iterator goes."""
     keep = _keep_validation(input_spec["cache"], tf_transform_output, plan, batch_size * steps)
     # kept parsed, the records need no cache of their own
     spec = {**input_spec, "cache": False} if keep else input_spec
