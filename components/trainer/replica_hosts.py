@@ -29,6 +29,7 @@ NETWORK = "10.204.0.0/16"  # one /24 per cluster: 10.204.K.0/24, K its bridge's 
 _OWNERS = Path("/run/tfxd-hosts")  # {bridge}.pid: the pid of the process that made the bridge
 _NETNS_ETC = Path("/etc/netns")
 _CLUSTERS = 250  # bridge numbers tried
+_IFF_UP = 0x1  # the administrative up flag in /sys/class/net/LINK/flags (linux/if.h)
 
 
 class HostsUnavailable(RuntimeError):
@@ -98,11 +99,7 @@ class ReplicaHosts:
         host = self.hosts.get(name)
         if host is None:
             return None
-        try:
-            state = Path(f"/sys/class/net/{host.link}/operstate").read_text().strip()
-        except OSError:
-            return None
-        return f"was cut off from the others (its host's link {host.link} is down)" if state == "down" else None
+        return f"was cut off from the others (its host's link {host.link} is down)" if _down(host.link) else None
 
     def _bridge(self) -> int:
         """A bridge of a free number, owned by this process."""
@@ -160,6 +157,19 @@ def _namespaces(bridge: str) -> list[str]:
     with contextlib.suppress(OSError):
         return [name for name in os.listdir("/run/netns") if name.startswith(f"{bridge}-")]
     return []
+
+
+def _down(link: str) -> bool:
+    """Whether ``link`` is set down or has lost its carrier (its peer down), read from the flags the kernel
+    changes as `ip link set` returns. Not operstate: the kernel's link watcher updates that later (up to a
+    second on a busy machine), so a link set up again could still read down."""
+    device = Path("/sys/class/net") / link
+    try:
+        if not int((device / "flags").read_text(), 16) & _IFF_UP:
+            return True
+        return (device / "carrier").read_text().strip() == "0"
+    except OSError:  # gone with its namespace, or (carrier) set down as it was read
+        return device.exists()
 
 
 def _links(bridge: str) -> list[str]:
