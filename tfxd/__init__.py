@@ -9,11 +9,12 @@ the map of the floors.
 
 Every process tfxd starts imports a ``tfxd`` module, so this file is the one place that prepares
 TensorFlow's environment, before anything imports TensorFlow, and defers Beam's Google Cloud connectors,
-TFX's components package's own imports and TFMA's Rouge metric (tfxd.deferred_imports), before anything
-imports Beam, TFX or TFMA.
+TFX's components package's own imports and TFMA's Rouge metric (tfxd.deferred_imports), and work two
+libraries do at their import (tfxd.deferred_work), before anything imports them.
 """
 
-from tfxd import deferred_imports, tf_env
+from tfxd import deferred_imports, deferred_work, tf_env
 
 tf_env.configure()
 deferred_imports.install()
+deferred_work.install()

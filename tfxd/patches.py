@@ -153,6 +153,20 @@ PATCHES: tuple[Patch, ...] = (
           "Student's t), and TFMA's utils package imports it: 0.14 s of every process that imports TFMA, "
           "which TFX's component specs do, for intervals no tfxd spec asks for. tfxd/deferred_imports.py runs "
           "the package's __init__ when one of its names is first read."),
+    Patch("google.package_names_known", "google-api-core", "2.29.0",
+          ("google.api_core._python_version_support:_get_pypi_package_name",),
+          "google.api_core, and every Google client package after it, labels its Python-version check with "
+          "the package's distribution name, looked up for its dotted import name in importlib.metadata's "
+          "packages_distributions(), which reads every installed distribution (0.06 s each time; 12 times as "
+          "aiplatform imports) to answer None: its keys are top-level names. Beam imports api_core in every "
+          "process that imports Beam. tfxd/deferred_work.py answers None for a dotted name at once."),
+    Patch("tfdv.time_formats_deferred", "tensorflow-data-validation", "1.16.1",
+          ("tensorflow_data_validation.statistics.generators.time_stats_generator:__getattr__",
+           "tensorflow_data_validation.statistics.generators.time_stats_generator:__dir__"),
+          "TFDV's stats_impl imports its time-format generator, which compiles a regular expression for each "
+          "date and time format at its import (0.02-0.03 s of every process that imports TFDV), for "
+          "semantic-domain statistics no tfxd spec asks for. tfxd/deferred_work.py runs the module's body "
+          "when one of its names is first read."),
     Patch("beam.cloud_io_deferred", *_BEAM, ("apache_beam.io:__getattr__",),
           "apache_beam.io's __init__ imports the BigQuery and Pub/Sub connectors (google.cloud.bigquery, "
           "IPython's widgets): 0.7 s of Beam's 1.1 s import in every process that imports Beam, for "
