@@ -6,7 +6,7 @@ import os
 
 import click
 
-from tfxd import quick_exit, tf_env  # noqa: F401 - quick_exit's import is what it does: no last collections at exit
+from tfxd import quick_exit, tf_env  # quick_exit's import: no last collections at exit
 from tfxd.cli import cluster, local
 
 
@@ -26,4 +26,7 @@ for verb in (local.init, local.validate, local.render, local.schema, local.graph
 
 
 def main() -> None:
-    cli(prog_name="tfxd")
+    try:
+        cli(prog_name="tfxd")
+    except SystemExit as done:  # click ends every command so, its status in it
+        quick_exit.ended(done.code)

@@ -50,3 +50,40 @@ def test_beam_imports_it_in_each_worker_process(plugin, monkeypatch):
     with beam.Pipeline(argv=args) as pipeline:
         found = pipeline | beam.Create([1, 2, 3, 4]) | beam.Map(_in_worker) | beam.Distinct()
         assert_that(found, equal_to([(True, plugin)]))
+
+
+ENDED = """
+import atexit, os, sys, threading, time
+class Cleared:
+    def __del__(self, write=os.write):  # as Python clears sys.modules at exit (os may be cleared first)
+        write(2, b"cleared\\n")
+sys.modules["tfxd_test_cleared"] = Cleared()
+def later(path=sys.argv[1]):
+    time.sleep(0.3)
+    with open(path, "w") as out:
+        out.write("joined")
+threading.Thread(target=later).start()  # a thread Python waits for at exit
+atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+sys.argv = ["tfxd", "validate", sys.argv[2]]
+from tfxd.cli.main import main
+main()
+"""
+
+
+@pytest.mark.parametrize("quick", [True, False])
+def test_the_command_line_ends_as_python_would_without_clearing_its_modules(tmp_path, quick):
+    """The bite: the same script with main's exit left to Python clears the module (its object's __del__)."""
+    code = ENDED if quick else ENDED.replace("main()", "from tfxd.cli.main import cli\ncli(prog_name='tfxd')")
+    joined = tmp_path / "joined.txt"
+    done = subprocess.run([sys.executable, "-c", code, str(joined), str(tmp_path / "missing.yaml")],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr  # validate's status for a spec it cannot read
+    assert "missing.yaml" in done.stdout + done.stderr  # what it printed reached its streams
+    assert joined.read_text() == "joined" and "atexit ran" in done.stderr
+    assert ("cleared" in done.stderr) is not quick
+
+
+def test_a_message_as_the_status_is_printed_and_ends_with_status_1():
+    code = "from tfxd import quick_exit\nprint('before', end='')\nquick_exit.ended('a message')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout, done.stderr) == (1, "before", "a message\n")
