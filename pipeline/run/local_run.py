@@ -8,6 +8,7 @@ import functools
 import importlib
 import logging
 import os
+import pkgutil
 import sys
 import time
 import traceback
@@ -128,14 +129,16 @@ def _importable(folder: str) -> None:
 
 # What a run imports once its engine or worker pool is starting (TFX, TensorFlow, Beam, tfxd's components),
 # so that the two overlap: the engine's JVM, or the pool's imports, on the other core (bench/RESULTS.md);
-# the orchestrator's runner by its name (TFX's BeamDagRunner imports its legacy Docker launcher too)
+# the orchestrator's runner alone (TFX's BeamDagRunner imports its legacy Docker launcher too): its class,
+# module:name, is what _runner makes
 _LIBRARIES = ("tfxd.pipeline.assembly.dag", "tfxd.pipeline.run.records")
-_RUNNERS = {"local": "tfx.orchestration.local.local_dag_runner", "beam": "tfx.orchestration.beam.beam_dag_runner"}
+_RUNNERS = {"local": "tfx.orchestration.local.local_dag_runner:LocalDagRunner",
+            "beam": "tfx.orchestration.beam.beam_dag_runner:BeamDagRunner"}
 
 
 def _libraries_imported(orchestrator: str) -> None:
     """_LIBRARIES and the ``orchestrator``'s runner imported (beam_engine.started's ``meanwhile``)."""
-    for name in (_RUNNERS[orchestrator], *_LIBRARIES):
+    for name in (_RUNNERS[orchestrator].partition(":")[0], *_LIBRARIES):
         importlib.import_module(name)
 
 
@@ -143,14 +146,7 @@ def _runner(orchestrator: str):
     """LocalDagRunner runs the nodes one after the other; BeamDagRunner runs them as a Beam pipeline,
     so that independent branches (e.g. ExampleValidator beside Transform when the gate is off) can run
     side by side."""
-    # start-up: TFX loads once the run's engine or worker pool is starting (_libraries_imported)
-    if orchestrator == "beam":
-        from tfx.orchestration.beam.beam_dag_runner import BeamDagRunner
-
-        return BeamDagRunner()
-    from tfx.orchestration.local.local_dag_runner import LocalDagRunner
-
-    return LocalDagRunner()
+    return pkgutil.resolve_name(_RUNNERS[orchestrator])()  # imported by _libraries_imported
 
 
 @contextlib.contextmanager
