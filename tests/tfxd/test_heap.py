@@ -1,5 +1,5 @@
 """tfxd.heap: what a process imported is kept out of the collector's full collections (gc.freeze), once a
-process; no collection runs while a verb imports. Each case runs in a process of its own, since a freeze
+process, and the young objects are collected less often after; no collection runs while a verb imports. Each case runs in a process of its own, since a freeze
 lasts as long as its process."""
 
 from __future__ import annotations
@@ -30,6 +30,27 @@ print(json.dumps({"before": before, "first": first, "again": gc.get_freeze_count
     assert seen["before"] == 0
     assert seen["first"] > 1_000
     assert seen["again"] == seen["first"]  # the second call froze nothing: a run's later garbage stays collectable
+
+
+def test_settled_the_young_are_collected_less_often_and_their_cycles_still_freed():
+    seen = _run("""
+import weakref
+collections = []
+gc.callbacks.append(lambda phase, info: collections.append(info["generation"]) if phase == "start" else None)
+heap.settle()
+class Node:
+    pass
+cycle = Node()
+cycle.itself, freed = cycle, []
+weakref.finalize(cycle, freed.append, True)
+del cycle
+kept = [[index] for index in range(120_000)]  # 120,000 containers more made than freed
+print(json.dumps({"threshold": gc.get_threshold()[0], "collections": collections, "freed": freed}))
+""")
+    assert seen["threshold"] == heap.YOUNG_OBJECTS
+    assert 1 <= len(seen["collections"]) <= 3, seen["collections"]  # Python's threshold: ~170 of them
+    assert set(seen["collections"]) == {0}  # young ones only, no walk of the older generations
+    assert seen["freed"] == [True]  # the cycle made before them was collected
 
 
 def test_no_collection_runs_while_importing_and_the_imports_are_settled_after():
