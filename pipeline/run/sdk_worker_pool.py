@@ -32,6 +32,7 @@ import sys
 import time
 import traceback
 
+from tfxd import heap
 from tfxd.process_table import worker_name
 
 # What the SDK workers of tfxd's components load to run their DoFns, imported once by the pool: Beam's
@@ -83,12 +84,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _preload() -> None:
+    """PRELOADED imported, with no collection meanwhile, and settled (tfxd.heap): each forked worker's
+    collections skip what it inherits, and leave those pages shared with the pool."""
     started = time.monotonic()
-    for name in PRELOADED:
-        try:
-            importlib.import_module(name)
-        except ImportError as error:  # a worker that needs it fails with the same error, where it is used
-            print(f"tfxd's SDK worker pool: {name} not preloaded: {error}", file=sys.stderr, flush=True)
+    with heap.imports_uncollected():
+        for name in PRELOADED:
+            try:
+                importlib.import_module(name)
+            except ImportError as error:  # a worker that needs it fails with the same error, where it is used
+                print(f"tfxd's SDK worker pool: {name} not preloaded: {error}", file=sys.stderr, flush=True)
     print(f"tfxd's SDK worker pool: libraries loaded in {time.monotonic() - started:.1f} s", file=sys.stderr,
           flush=True)
 
