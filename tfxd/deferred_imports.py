@@ -76,7 +76,7 @@ import threading
 import types
 from typing import Any
 
-from tfxd import patches
+from tfxd import deferred_loading, patches
 from tfxd.deferred_loading import BodyOnFirstRead, FindWithBodyPutOff, Wrapping, imported_by
 
 IO = "apache_beam.io"
@@ -400,6 +400,4 @@ def install() -> None:
     hooks = ((IO, _RefuseToBeamsIoInit), (COMPONENTS, _DeferTfxComponentsInit), (ROUGE, _DeferTfmaRouge),
              (SCIPY_STATS, _DeferScipyStats), (IPYTHON, _DeferIPython), (TFMA_VIEW, _DeferTfmaViews),
              (FILESYSTEMS, _DeferBeamsGcsFilesystem), (PUBSUB, _DeferPubsub))
-    for module, hook in hooks:
-        if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
-            sys.meta_path.insert(0, hook())
+    deferred_loading.install(hooks)

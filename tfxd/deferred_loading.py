@@ -1,6 +1,7 @@
-"""How tfxd.deferred_imports puts a library module's body off: a finder that hands the import system the
-module with its own loader wrapped, when a given module's body imports it; a loader whose body runs at the
-first read of one of the module's names, once, whichever thread reads first.
+"""How tfxd.deferred_imports and tfxd.deferred_work put a library module's body off: a finder that hands
+the import system the module with its own loader wrapped, when a given module's body imports it; a loader
+whose body runs at the first read of one of the module's names, once, whichever thread reads first; and
+the one way both put their finders on sys.meta_path (``install``).
 
 A module made this way is in sys.modules, with its submodules importable, from the start; only the names its
 body binds wait. What runs the body later is that module's own ``__getattr__`` and ``__dir__`` (PEP 562),
@@ -14,6 +15,7 @@ import importlib.machinery
 import sys
 import threading
 import types
+from collections.abc import Iterable
 from typing import Any
 
 FRAMES_LOOKED_AT = 40  # the import system's frames between the importing statement and a finder
@@ -96,3 +98,11 @@ class FindWithBodyPutOff(importlib.abc.MetaPathFinder):
         if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             spec.loader = self.LOADER(spec.loader)
         return spec
+
+
+def install(hooks: Iterable[tuple[str, type[importlib.abc.MetaPathFinder]]]) -> None:
+    """Each (module, finder class) hook first on sys.meta_path, where its module is not imported yet and no
+    finder of that class is there already (a second install, or a second import of tfxd's package)."""
+    for module, hook in hooks:
+        if module not in sys.modules and not any(isinstance(finder, hook) for finder in sys.meta_path):
+            sys.meta_path.insert(0, hook())

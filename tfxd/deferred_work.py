@@ -23,11 +23,10 @@ Each is judged against the library imported without tfxd (tests/tfxd/test_deferr
 
 from __future__ import annotations
 
-import sys
 import types
 from typing import Any
 
-from tfxd import patches
+from tfxd import deferred_loading, patches
 from tfxd.deferred_loading import BodyOnFirstRead, FindWithBodyPutOff, Wrapping
 
 VERSION_SUPPORT = "google.api_core._python_version_support"
@@ -76,6 +75,4 @@ _HOOKS: tuple[tuple[str, type[FindWithBodyPutOff]], ...] = (
 
 def install() -> None:
     """The hooks, for what is not imported yet (tfxd/__init__.py calls it)."""
-    for module, hook in _HOOKS:
-        if module not in sys.modules and not any(getattr(finder, "MODULE", None) == module for finder in sys.meta_path):
-            sys.meta_path.insert(0, hook())
+    deferred_loading.install(_HOOKS)
