@@ -76,20 +76,8 @@ def kinds(batch: pa.RecordBatch, numeric: frozenset[str]) -> dict[str, str | Non
     found: dict[str, str | None] = {}
     for name, column in zip(batch.schema.names, batch.columns, strict=True):
         values = (column.flatten() if pa.types.is_list(column.type) else column).drop_null()
-        seen: set[str | None] = set()
-        quick = _TYPED_KINDS.get(values.type) or _quick_kind(values) if len(values) else None
-        if quick:
-            seen.add(quick)
-        elif len(values):
-            is_int = pc.match_substring_regex(values, _INT)
-            is_float = pc.match_substring_regex(values, _FLOAT)
-            is_nan = pc.match_substring_regex(values, _NAN)
-            if pc.any(is_int).as_py():
-                seen.add("int")
-            if pc.any(pc.and_not(is_float, is_int)).as_py():
-                seen.add("float")
-            others = values.filter(pc.invert(pc.or_(is_float, is_nan)))
-            seen |= {records.kind_of(value) for value in pc.unique(others).to_pylist()}
+        typed = _TYPED_KINDS.get(values.type)
+        seen: set[str | None] = set() if not len(values) else {typed} if typed else _text_kinds(values, name in numeric)
         if name in numeric:
             seen.discard("string")
         found[name] = records.widest(seen)
@@ -97,14 +85,44 @@ def kinds(batch: pa.RecordBatch, numeric: frozenset[str]) -> dict[str, str | Non
 
 
 _TYPED_KINDS = {pa.int64(): "int", pa.float64(): "float", pa.binary(): "string"}
+_HEAD = 1024  # values looked at first: a pattern they break, the whole column breaks too
 
 
-def _quick_kind(values: pa.Array) -> str | None:
-    """"int" where every value is an integer's text, "float" where every value is a plain number's text
-    (so no NaN, and one at least not an integer's); else None, and the values are looked at one by one."""
-    if pc.all(pc.match_substring_regex(values, _INT)).as_py():
-        return "int"
-    return "float" if pc.all(pc.match_substring_regex(values, _FLOAT)).as_py() else None
+def _text_kinds(values: pa.Array, numeric: bool) -> set[str | None]:
+    """The kinds of a column of texts, whose widest is the column's kind: {"int"} where every value is an
+    integer's text, {"float"} where every value is a plain number's text, else the kinds of its values
+    one by one (``_each_kind``). The first ``_HEAD`` values are looked at first, and what they settle is
+    not looked for in the rest: a pattern one of them breaks, the whole column breaks; and a value that is
+    a string's (not a number's, nor NaN) makes the column's widest kind "string" whatever the others are
+    (not in a ``numeric`` column, which leaves strings out). The same kinds as every value looked at,
+    without the passes over the whole column that the head shows to be vain (on the taxi data's 125,000
+    rows a batch: 0.25 -> 0.09 s)."""
+    head = values.slice(0, _HEAD) if len(values) > _HEAD else None
+    for kind, pattern in (("int", _INT), ("float", _FLOAT)):
+        if (head is None or _all_match(head, pattern)) and _all_match(values, pattern):
+            return {kind}
+    if head is not None and not numeric and "string" in _each_kind(head):
+        return {"string"}
+    return _each_kind(values)
+
+
+def _all_match(values: pa.Array, pattern: str) -> bool:
+    return bool(pc.all(pc.match_substring_regex(values, pattern)).as_py())
+
+
+def _each_kind(values: pa.Array) -> set[str | None]:
+    """The kinds of the values one by one: "int" and "float" by pattern (NaN texts missing), the others by
+    ``records.kind_of`` on the distinct values."""
+    is_int = pc.match_substring_regex(values, _INT)
+    is_float = pc.match_substring_regex(values, _FLOAT)
+    is_nan = pc.match_substring_regex(values, _NAN)
+    seen: set[str | None] = set()
+    if pc.any(is_int).as_py():
+        seen.add("int")
+    if pc.any(pc.and_not(is_float, is_int)).as_py():
+        seen.add("float")
+    others = values.filter(pc.invert(pc.or_(is_float, is_nan)))
+    return seen | {records.kind_of(value) for value in pc.unique(others).to_pylist()}
 
 
 def example_bytes(batch: pa.RecordBatch, types: dict[str, str], label: LabelCheck | None) -> pa.Array:
