@@ -1,7 +1,7 @@
 """Beam's DirectRunner as tfxd runs it, wherever a Beam pipeline is made (a run's components, a
 component's own pipelines such as the drift statistics, the tests and benches that build executors),
 and what tfxd does to Beam's cost per transform it builds and per stage it runs (option_views_remembered,
-signatures_remembered, state_cache_off, sampler_wakes_often, workers_forked,
+signatures_remembered, state_cache_off, sampler_wakes_often, compressions_remembered, workers_forked,
 worker_loss_fails_bundles: patches of tfxd.patches), for a whole local run (beam_mended) and
 for each of tfxd's Beam executors wherever it runs (BeamMendedExecutor); how many workers its arguments
 give (parallel_workers).
@@ -21,7 +21,9 @@ Three flags a user of TFX and Beam 2.74 would otherwise not know to pass:
 
 from __future__ import annotations
 
+import bz2
 import contextlib
+import functools
 import time
 import types
 import weakref
@@ -136,6 +138,40 @@ def state_cache_off(args: list[Any]) -> Iterator[None]:
         yield  # placeholder's == is a predicate, not a comparison
         return
     with patches.applied("beam.state_cache_off", 0):
+        yield
+
+
+class _Bz2Remembered:
+    """bz2 as Beam's pickler calls it (compress, decompress), each answer remembered for the bytes asked
+    about: both are functions of their bytes alone, so an answer remembered is the one bz2 gives again."""
+
+    def __init__(self, size: int) -> None:
+        self.compress = functools.lru_cache(maxsize=size)(_compress)
+        self.decompress = functools.lru_cache(maxsize=size)(_decompress)
+
+
+def _compress(data: bytes, compresslevel: int = 9) -> bytes:
+    return bz2.compress(data, compresslevel)
+
+
+def _decompress(data: bytes) -> bytes:
+    return bz2.decompress(data)
+
+
+# payloads remembered of each kind: a taxi run's pipelines compress 513 distinct ones (1.6 MB) 1,184 times
+REMEMBERED_PAYLOADS = 1024
+
+
+@contextlib.contextmanager
+def compressions_remembered() -> Iterator[None]:
+    """Beam's pickler compresses and decompresses each payload once (patch beam.compressions_remembered).
+
+    Every function, DoFn and coder Beam puts in a pipeline is pickled and compressed with bz2 at its
+    strongest (apache_beam/internal/cloudpickle_pickler.py, dumps and loads), as each pipeline is turned
+    into its protos and again as the runner builds the stages that run it: a taxi run compressed the same
+    bytes again 671 times of 1,184 and decompressed the same 1,402 times of 1,835, 0.5 s of bz2 in all. The
+    payloads are the same bytes bz2 gives; only the work done again is skipped."""
+    with patches.applied("beam.compressions_remembered", _Bz2Remembered(REMEMBERED_PAYLOADS)):
         yield
 
 
@@ -307,10 +343,10 @@ def _lost_worker(worker_id: str, broke: Exception | None) -> str:
 def beam_mended(args: list[Any]) -> Iterator[None]:
     """Beam's cost per transform and per stage mended in the block, for pipelines made with ``args``:
     signatures read once, option views made once, no state cache in memory, bundles that end without
-    waiting out their state sampler's sleep, worker processes forked from tfxd's pool where a run started
+    waiting out their state sampler's sleep, payloads compressed once, worker processes forked from tfxd's pool where a run started
     one, a worker process that ends while the runner waits on it failing what the runner waited for."""
     with signatures_remembered(), option_views_remembered(), state_cache_off(args), sampler_wakes_often(), \
-            workers_forked(), worker_loss_fails_bundles():
+            compressions_remembered(), workers_forked(), worker_loss_fails_bundles():
         yield
 
 

@@ -195,6 +195,11 @@ PATCHES: tuple[Patch, ...] = (
           "Every stage Beam runs builds its DoFns afresh and asks inspect.signature of each of their methods "
           "(apache_beam/transforms/userstate.py, get_dofn_specs), on every stage of every component: a "
           "signature read again thousands of times, of functions whose parameters were fixed when defined."),
+    Patch("beam.compressions_remembered", *_BEAM, ("apache_beam.internal.cloudpickle_pickler:bz2",),
+          "Beam's pickler compresses every payload it pickles with bz2 at level 9 and decompresses every one it "
+          "loads (apache_beam/internal/cloudpickle_pickler.py, dumps and loads): the same coders, functions "
+          "and DoFns are pickled again for every pipeline's protos and loaded again for every stage, so most "
+          "of that bz2 work is done on bytes it has already done (a taxi run: 0.5 s, more than half again)."),
     Patch("beam.option_views_remembered", *_BEAM, ("apache_beam.options.pipeline_options:PipelineOptions.view_as",),
           "Beam views a pipeline's options several times for every transform it applies (apache_beam/"
           "pipeline.py, _apply_internal), each view building an argparse parser and parsing the arguments "
