@@ -29,6 +29,7 @@ from tfxd.direct_runner import (
     BeamMendedExecutor,
     compressions_remembered,
     direct_args,
+    dofn_specs_remembered,
     option_views_remembered,
     parallel_workers,
     sampler_wakes_often,
@@ -109,6 +110,8 @@ def test_a_stateful_pipeline_gives_the_same_results_on_the_in_process_runner():
     run()
     with signatures_remembered():
         run()
+    with dofn_specs_remembered():
+        run()
 
 
 def _views(options: PipelineOptions) -> dict:
@@ -178,7 +181,7 @@ class _Recorded:
         from apache_beam.runners.worker import statesampler
 
         self.seen = (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB,
-                     statesampler.StateSampler.__init__, cloudpickle_pickler.bz2)
+                     statesampler.StateSampler.__init__, cloudpickle_pickler.bz2, userstate.get_dofn_specs)
         return "done"
 
 
@@ -194,14 +197,14 @@ def test_an_executor_runs_with_beam_mended_and_puts_it_back(mode, cache_off):
 
     def mended() -> tuple:
         return (core.get_function_args_defaults, PipelineOptions.view_as, worker_handlers.STATE_CACHE_SIZE_MB,
-                statesampler.StateSampler.__init__, cloudpickle_pickler.bz2)
+                statesampler.StateSampler.__init__, cloudpickle_pickler.bz2, userstate.get_dofn_specs)
 
     before = mended()
     executor = _Mended(direct_args(mode, 1))
     assert executor.Do({}, {}, {}) == "done"
-    signatures, views, cache, sampler, compression = executor.seen
+    signatures, views, cache, sampler, compression, specs = executor.seen
     assert signatures is not before[0] and views is not before[1] and sampler is not before[3]
-    assert compression is not before[4] and before[4] is bz2
+    assert compression is not before[4] and before[4] is bz2 and specs is not before[5]
     assert (cache == 0) is cache_off and before[2] > 0
     assert mended() == before
 
@@ -301,3 +304,30 @@ def test_a_pipeline_run_with_compressions_remembered_gives_the_same_results():
         doubled = pipeline | beam.Create([1, 2, 3]) | beam.Map(lambda x: x * 2)
         assert_that(doubled | beam.CombineGlobally(sum), equal_to([12]), label="sum")
         assert_that(doubled | "again" >> beam.Map(lambda x: x * 2), equal_to([4, 8, 12]), label="twice")
+
+
+def test_a_dofns_specs_are_beams_own_read_once_while_it_is_the_same(monkeypatch):
+    """The judge is Beam's own userstate.get_dofn_specs: the same specs for every DoFn, Beam asked once per
+    DoFn while it is the same (the bite: every time outside the block), and again for a DoFn given another
+    attribute (a method with state and timer parameters: Beam reads every method a DoFn has) or another DoFn
+    of the same class."""
+    dofns, plain = _dofns(), Plain()  # made first: making a ParDo asks too
+    asked: list[object] = []
+    beams = userstate.get_dofn_specs
+    monkeypatch.setattr(userstate, "get_dofn_specs", lambda dofn: asked.append(dofn) or beams(dofn))
+    expected = [beams(dofn) for dofn in dofns]
+    assert [userstate.get_dofn_specs(dofn) for dofn in dofns * 2] == expected * 2 and len(asked) == 12
+    asked.clear()
+    with dofn_specs_remembered():
+        assert [userstate.get_dofn_specs(dofn) for dofn in dofns * 3] == expected * 3
+        assert asked == dofns
+        assert userstate.is_stateful_dofn(dofns[0]) and not userstate.is_stateful_dofn(dofns[1])
+        assert len(asked) == len(dofns)  # Beam's is_stateful_dofn reads them through the patch
+        assert userstate.get_dofn_specs(plain) == (set(), set())
+        plain.extra = Counting().process
+        assert userstate.get_dofn_specs(plain) == beams(plain) == ({COUNT}, {EXPIRY})
+        assert userstate.get_dofn_specs(Counting()) == ({COUNT}, {EXPIRY})
+        assert len(asked) == len(dofns) + 3 and asked[-3:-1] == [plain, plain]
+        specs = userstate.get_dofn_specs(dofns[0])
+        specs[0].clear()  # a caller's own sets: what is remembered stays whole
+        assert userstate.get_dofn_specs(dofns[0]) == expected[0]

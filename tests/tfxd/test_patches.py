@@ -96,10 +96,11 @@ def test_the_fence_fails_on_another_version(monkeypatch):
     assert [line.split()[1] for line in found] == ["beam.cloud_io_deferred", "beam.gcs_filesystem_deferred",
                                                    "beam.direct_workers_forked",
                                                    "beam.worker_loss_fails_bundles", "beam.signatures_remembered",
-                                                   "beam.compressions_remembered", "beam.option_views_remembered",
+                                                   "beam.dofn_specs_remembered", "beam.compressions_remembered",
+                                                   "beam.option_views_remembered",
                                                    "beam.state_cache_off",
                                                    "beam.sampler_wakes_often"]
-    assert found[7].startswith("patch beam.state_cache_off was written against apache-beam 2.74.0, and 2.75.0 is "
+    assert found[8].startswith("patch beam.state_cache_off was written against apache-beam 2.74.0, and 2.75.0 is "
                                "installed: check that apache_beam.runners.portability.fn_api_runner.worker_handlers:"
                                "STATE_CACHE_SIZE_MB is still there")
 
