@@ -55,8 +55,8 @@ def test_a_run_mends_tfx_and_beam_while_it_runs_and_puts_them_back(project, monk
         assert worker_handlers.STATE_CACHE_SIZE_MB == 0 and sys.argv == ["tfxd"]
         assert sorted(_changed(before)) == sorted(
             target for patch in PATCHES if patch.id in (
-                "beam.signatures_remembered", "beam.option_views_remembered", "beam.state_cache_off",
-                "beam.sampler_wakes_often", "beam.direct_workers_forked", "beam.worker_loss_fails_bundles",
+                "beam.signatures_remembered", "beam.dofn_specs_remembered", "beam.compressions_remembered",
+                "beam.option_views_remembered", "beam.state_cache_off", "beam.sampler_wakes_often", "beam.direct_workers_forked", "beam.worker_loss_fails_bundles",
                 "tfx.command_line",
                 "tfx.orchestrator_pinned")
             for target in patch.targets)
