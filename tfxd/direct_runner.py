@@ -115,9 +115,8 @@ def dofn_specs_remembered() -> Iterator[None]:
     its attributes are what they were then (the same objects, by identity: nothing of them is held, so a
     DoFn and what it holds are freed as before); a DoFn without attributes of its own, or that cannot be
     held weakly, is asked afresh, as is one whose reading fails."""
-    from apache_beam.transforms import (
-        userstate,  # Beam loads lazily: this module is on validate's path
-    )
+    # Beam loads lazily: this module is on validate's path
+    from apache_beam.transforms import userstate
 
     original = userstate.get_dofn_specs
     known: dict[int, tuple[Any, type, tuple[tuple[str, int], ...], tuple[Any, Any]]] = {}
@@ -197,7 +196,7 @@ def _decompress(data: bytes) -> bytes:
     return bz2.decompress(data)
 
 
-# payloads remembered of each kind: a taxi run's pipelines compress 513 distinct ones (1.6 MB) 1,184 times
+# payloads remembered of each kind: a taxi run's pipelines compress 513 distinct ones in 1,184 calls (1.6 MB)
 REMEMBERED_PAYLOADS = 1024
 
 
@@ -208,7 +207,7 @@ def compressions_remembered() -> Iterator[None]:
     Every function, DoFn and coder Beam puts in a pipeline is pickled and compressed with bz2 at its
     strongest (apache_beam/internal/cloudpickle_pickler.py, dumps and loads), as each pipeline is turned
     into its protos and again as the runner builds the stages that run it: a taxi run compressed the same
-    bytes again 671 times of 1,184 and decompressed the same 1,402 times of 1,835, 0.5 s of bz2 in all. The
+    bytes again 671 times of 1,184 and decompressed the same 1,402 times of 1,835, 0.5-0.6 s of bz2. The
     payloads are the same bytes bz2 gives; only the work done again is skipped."""
     with patches.applied("beam.compressions_remembered", _Bz2Remembered(REMEMBERED_PAYLOADS)):
         yield
@@ -381,9 +380,10 @@ def _lost_worker(worker_id: str, broke: Exception | None) -> str:
 @contextlib.contextmanager
 def beam_mended(args: list[Any]) -> Iterator[None]:
     """Beam's cost per transform and per stage mended in the block, for pipelines made with ``args``:
-    signatures read once, a DoFn's specs read once, option views made once, no state cache in memory, bundles that end without
-    waiting out their state sampler's sleep, payloads compressed once, worker processes forked from tfxd's pool where a run started
-    one, a worker process that ends while the runner waits on it failing what the runner waited for."""
+    signatures read once, a DoFn's specs read once, option views made once, no state cache in memory,
+    bundles that end without waiting out their state sampler's sleep, payloads compressed once, worker
+    processes forked from tfxd's pool where a run started one, a worker process that ends while the runner
+    waits on it failing what the runner waited for."""
     with signatures_remembered(), dofn_specs_remembered(), option_views_remembered(), state_cache_off(args), \
             sampler_wakes_often(), compressions_remembered(), workers_forked(), worker_loss_fails_bundles():
         yield

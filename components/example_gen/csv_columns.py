@@ -96,7 +96,7 @@ def _text_kinds(values: pa.Array, numeric: bool) -> set[str | None]:
     a string's (not a number's, nor NaN) makes the column's widest kind "string" whatever the others are
     (not in a ``numeric`` column, which leaves strings out). The same kinds as every value looked at,
     without the passes over the whole column that the head shows to be vain (on the taxi data's 125,000
-    rows a batch: 0.25 -> 0.09 s)."""
+    rows a batch: 0.21 -> 0.12 s)."""
     head = values.slice(0, _HEAD) if len(values) > _HEAD else None
     for kind, pattern in (("int", _INT), ("float", _FLOAT)):
         if (head is None or _all_match(head, pattern)) and _all_match(values, pattern):
