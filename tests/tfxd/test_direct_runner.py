@@ -331,3 +331,29 @@ def test_a_dofns_specs_are_beams_own_read_once_while_it_is_the_same(monkeypatch)
         specs = userstate.get_dofn_specs(dofns[0])
         specs[0].clear()  # a caller's own sets: what is remembered stays whole
         assert userstate.get_dofn_specs(dofns[0]) == expected[0]
+
+
+def test_remembered_payloads_stay_within_their_bytes():
+    """What compressions_remembered holds is bounded by bytes: the payloads used last kept within the limit,
+    one larger than a tenth of it never kept (asked again, worked again)."""
+    from tfxd.direct_runner import _Remembered
+
+    worked: list[bytes] = []
+    memo = _Remembered(lambda data: worked.append(data) or data[::-1], limit=100)
+    payloads = [bytes([i]) * 4 + b"." for i in range(12)]  # 10 bytes held each, asked and answered
+    assert [memo(data) for data in payloads[:8]] == [data[::-1] for data in payloads[:8]] and memo.held == 80
+    assert [memo(data) for data in payloads[:8]] and len(worked) == 8  # all 8 answered from memory
+    memo(payloads[0])  # used last: kept when the next ones push the oldest out
+    for data in payloads[8:]:
+        memo(data)
+    assert memo.held == 100 and len(worked) == 12  # the two used longest ago pushed out
+    worked.clear()
+    memo(payloads[0]), memo(payloads[11])
+    assert worked == []
+    memo(payloads[1])
+    assert worked == [payloads[1]]  # pushed out
+    large = b"x" * 6  # 12 bytes, but a tenth of a limit of 100 is 10
+    worked.clear()
+    small_memo = _Remembered(lambda data: worked.append(data) or data, limit=100)
+    small_memo(large), small_memo(large)
+    assert worked == [large, large] and small_memo.held == 0
