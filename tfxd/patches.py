@@ -237,6 +237,19 @@ PATCHES: tuple[Patch, ...] = (
           "TF_USE_LEGACY_KERAS) or tf.Transform: it transpiled Keras' train step, losses, metrics and layers "
           "when the first epoch traced them, and the TransformFeaturesLayer at each export: code written for "
           "graphs already, converted again for nothing."),
+    Patch("tensorflow.closures_undecorated", "tensorflow", "2.16.2",
+          ("tensorflow.python.util.tf_contextlib:contextmanager",),
+          "TensorFlow makes two context managers anew at every call of the function around them, each wrapped "
+          "in its API decorator (tf_decorator.make_decorator, which reads the closure's signature with inspect "
+          "twice): FuncGraph.as_default's inner_cm, entered for every op a generated op wrapper adds to a "
+          "function's graph (op_def_library._apply_op_helper), and ops.device's combined under a trace. "
+          "About 45 us a call; a taxi Trainer made 2,100 of them."),
+    Patch("tensorflow.create_op_unchecked", "tensorflow", "2.16.2",
+          ("tensorflow.python.framework.ops:Graph.create_op",),
+          "Graph.create_op's deprecation wrapper (for its compute_shapes argument, which the method ignores) "
+          "binds the arguments of every call in graph mode with inspect (tf_inspect.getcallargs) to decide "
+          "whether to warn: lift_to_graph copies each op of a pruned function through it, about 70 us an op, "
+          "800 ops a taxi Trainer (the transform graph's signature at its load, its serving prune)."),
     Patch("keras.steps_traced_once", "tf_keras", "2.16.0",
           ("tf_keras.src.engine.training:Model.train_step", "tf_keras.src.engine.training:Model.test_step"),
           "With several steps per call, tf_keras's train and test functions loop `for _ in tf.range(steps): "

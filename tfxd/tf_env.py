@@ -8,8 +8,11 @@ processes inherit the variables.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from tfxd import patches
 
@@ -60,3 +63,35 @@ def leave_graph_libraries_to_themselves() -> None:
                           for rule in config.CONVERSION_RULES)]
     patches.assigned("tensorflow.graph_libraries_left_alone",
                      (*(config_lib.DoNotConvert(name) for name in missing), *config.CONVERSION_RULES))
+
+
+@contextlib.contextmanager
+def graphs_built_plainly() -> Iterator[None]:
+    """In the block, TensorFlow adds ops to a graph without two per-call costs of its API decorators
+    (patches tensorflow.closures_undecorated and tensorflow.create_op_unchecked): a context manager made
+    inside a function at each call (FuncGraph.as_default's, ops.device's) is contextlib's own, without
+    TensorFlow's introspection metadata, which nothing reads on an object used once; Graph.create_op is
+    its own method, without the deprecation check of its ignored ``compute_shapes`` argument (that
+    argument's warning is not logged meanwhile). The graphs are the same. Imports TensorFlow."""
+    from tensorflow.python.framework import (
+        ops,  # start-up: TensorFlow loads where it is about to run
+    )
+    from tensorflow.python.util import tf_contextlib, tf_decorator
+
+    unchecked = tf_decorator.unwrap(ops.Graph.create_op)[1]
+    with (patches.applied("tensorflow.closures_undecorated", _closures_undecorated(tf_contextlib.contextmanager)),
+          patches.applied("tensorflow.create_op_unchecked", unchecked)):
+        yield
+
+
+def _closures_undecorated(decorating: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """tf_contextlib.contextmanager (``decorating``), except for a function defined inside another (its
+    qualified name says ``<locals>``): made at each call of that function, it gets contextlib's context
+    manager, which tf_contextlib wraps."""
+
+    def contextmanager(target: Any) -> Any:
+        if "<locals>" in getattr(target, "__qualname__", ""):
+            return contextlib.contextmanager(target)
+        return decorating(target)
+
+    return contextmanager

@@ -17,7 +17,7 @@ from typing import Any
 
 from absl import logging
 
-from tfxd import console, heap, keys, pushed, stops, training_report
+from tfxd import console, heap, keys, pushed, stops, tf_env, training_report
 from tfxd.trainer_config import TrainerCustomConfig
 from tfxd.trainer_module import callbacks as callback_builder
 from tfxd.trainer_module import data, export, models, planner, strategy, traced_once, warm_start
@@ -79,7 +79,8 @@ def run_fn(fn_args: Any) -> training_report.TrainingReport | training_report.Pla
     plan, tpu_resolver = make_plan(spec, len(fn_args.train_files))
     if plan.role == "serve":  # a ps or worker task of a ParameterServer cluster: serve until stopped
         return _serve(plan)
-    return _train(fn_args, config, spec, plan, tpu_resolver)
+    with tf_env.graphs_built_plainly():  # the steps', the data's and the export's graphs, the same, cheaper
+        return _train(fn_args, config, spec, plan, tpu_resolver)
 
 
 def _with_run_args(spec: dict[str, Any], fn_args: Any) -> dict[str, Any]:
