@@ -214,7 +214,7 @@ class _Bz2Remembered:
 
     def __init__(self, limit: int) -> None:
         self._compressed = _Remembered(lambda data: bz2.compress(data, 9), limit)
-        self.decompress = _Remembered(lambda data: bz2.decompress(data), limit)
+        self.decompress = _Remembered(bz2.decompress, limit)
 
     def compress(self, data: bytes, compresslevel: int = 9) -> bytes:
         return self._compressed(data) if compresslevel == 9 else bz2.compress(data, compresslevel)

@@ -1,9 +1,11 @@
-"""Process environment for TensorFlow (and pydantic), set before either is imported.
+"""TensorFlow's environment in tfxd's processes: the variables set before TensorFlow (or pydantic) is
+imported, and two settings made once it is, by the code that needs them.
 
-TFX 1.16 needs Keras 2 (``tf_keras``); TF 2.16 defaults to Keras 3 and TFX's
-Trainer then fails deep inside Keras. ``tfxd/__init__.py`` calls ``configure``,
-so every process that imports any tfxd module has it done first, and child
-processes inherit the variables.
+TFX 1.16 needs Keras 2 (``tf_keras``); TF 2.16 defaults to Keras 3 and TFX's Trainer then fails deep
+inside Keras. ``tfxd/__init__.py`` calls ``configure``, so every process that imports any tfxd module has
+the variables set first, and child processes inherit them. ``leave_graph_libraries_to_themselves`` (a run,
+before its components) and ``graphs_built_plainly`` (around the Trainer's training) act on TensorFlow
+itself once it is imported.
 """
 
 from __future__ import annotations
