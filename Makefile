@@ -18,8 +18,10 @@ EXAMPLE_DATA := $(addprefix examples/data/,taxi penguin digits)
 # Beam's Flink and Spark job servers (and Spark itself): jars from Maven Central, pinned by engines/*/pom.xml
 # and engines/jars.sha256, where tfxd finds them at run time (tfxd/beam_engines.py)
 ENGINES := $(VENV)/share/tfxd/engines
-ENGINES_STAMP := $(ENGINES)/.installed
-# tfxd's own Java for an engine (engines/<name>/src), compiled against its jars into <name>/classes
+# (its name changes when what `make engines` makes does, so that an older install is made again)
+ENGINES_STAMP := $(ENGINES)/.installed-jars
+# tfxd's own Java for an engine (engines/<name>/src), compiled against its jars into <name>/tfxd-<name>.jar
+# (a jar: HotSpot archives the job server's classes only from jars, pipeline/run/class_archive.py)
 ENGINES_JAVA := $(shell find engines -name '*.java')
 # Kubeflow's own code as judges (conformance/*/: Go modules pinned by go.sum, built here, never in the wheel)
 CONFORMANCE := build/conformance
@@ -72,7 +74,9 @@ $(ENGINES_STAMP): $(wildcard engines/*/pom.xml) engines/jars.sha256 $(ENGINES_JA
 	cd $(ENGINES).partial && diff <(find . -name '*.jar' | sed 's|^\./||' | sort) <(awk '{print $$2}' $(CURDIR)/engines/jars.sha256 | sort)
 	for source in engines/*/src; do engine=$$(basename $$(dirname $$source)); \
 	  javac --release 11 -Xlint:all,-path -Werror -cp "$(ENGINES).partial/$$engine/jars/*" \
-	    -d $(ENGINES).partial/$$engine/classes $$(find $$source -name '*.java') || exit 1; done
+	    -d $(ENGINES).partial/$$engine/classes $$(find $$source -name '*.java') || exit 1; \
+	  jar --create --file $(ENGINES).partial/$$engine/tfxd-$$engine.jar -C $(ENGINES).partial/$$engine/classes . \
+	    && rm -r $(ENGINES).partial/$$engine/classes || exit 1; done
 	echo "Spark 3.5.6 (Scala 2.12) from Maven Central, for tfxd" > $(ENGINES).partial/spark/RELEASE
 	rm -rf $(ENGINES) && mv $(ENGINES).partial $(ENGINES) && touch $@
 

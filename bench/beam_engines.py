@@ -16,6 +16,10 @@ Two figures per engine, kept apart because they answer different questions:
   start to its first component is recorded for every runner: the engine's minus the DirectRunner's is
   the start-up a user sees, tfxd's own imports cancelled out.
 
+Before the rounds, a run of QUICK_ROWS rows on each engine, not counted: an engine's first run on a machine
+has its JVM write the class archive every later run maps (pipeline/run/class_archive.py), as a user's first
+run does; the rounds are the runs after it.
+
 Target (issue 65; the engines issue's was 1.5x and 20 s): processing within 1.2x (Flink) and
 1.1x (Spark) of the DirectRunner's on this 2-core machine, and each start-up at most 10 s (medians).
 """
@@ -177,6 +181,9 @@ def run(quick: bool = False) -> dict:
     if not engines:
         return result
     data = scaling.taxi_rows(rows)
+    if not quick:  # an engine's first run on a machine writes its class archive: a user's first run, not counted
+        for runner in engines:
+            _run(runner, scaling.taxi_rows(QUICK_ROWS), -1)
     runs: dict[str, list[dict]] = {runner: [] for runner in ("direct", *engines)}
     for index in range(rounds):
         for runner in runs:

@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 from dataclasses import dataclass
 
 # The job servers are Beam 2.62.0's (engines/*/pom.xml), under Beam's 2.74 Python SDK (TFX 1.16's lock):
@@ -122,22 +123,30 @@ def home(engine: Engine) -> str:
     return os.path.join(engines_dir(), engine.name)
 
 
-def _classes(engine: Engine) -> str:
-    """Where `make engines` compiles tfxd's own Java for the engine (engines/<name>/src)."""
-    return os.path.join(home(engine), "classes")
+def own_jar(engine: Engine) -> str:
+    """The jar `make engines` makes of tfxd's own Java for the engine (engines/<name>/src), compiled against
+    its jars. A jar, not a folder of classes: HotSpot shares classes only from jars, and refuses to archive
+    them at all with a folder on the class path (pipeline/run/class_archive.py)."""
+    return os.path.join(home(engine), f"tfxd-{engine.name}.jar")
 
 
 def class_path(engine: Engine) -> str:
-    """The engine's jars, and tfxd's own classes for it."""
-    return os.pathsep.join([os.path.join(home(engine), "jars", "*"), _classes(engine)])
+    """The engine's jars, and tfxd's own for it."""
+    return os.pathsep.join([os.path.join(home(engine), "jars", "*"), own_jar(engine)])
 
 
 def _installed(engine: Engine) -> bool:
     """Whether `make engines` filled the engine's folder: its jars, and the job server's main class where
     it is tfxd's own."""
-    main = os.path.join(_classes(engine), *engine.main.split(".")) + ".class"
-    own = engine.main.startswith("dev.tfxd.")
-    return os.path.isdir(os.path.join(home(engine), "jars")) and (not own or os.path.isfile(main))
+    if not os.path.isdir(os.path.join(home(engine), "jars")):
+        return False
+    if not engine.main.startswith("dev.tfxd."):
+        return True
+    try:
+        with zipfile.ZipFile(own_jar(engine)) as jar:
+            return "/".join(engine.main.split(".")) + ".class" in jar.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
 
 
 def java() -> str | None:

@@ -40,7 +40,7 @@ from tfxd.beam_engines import (
 )
 from tfxd.direct_runner import parallel_workers
 from tfxd.pipeline.assembly.beam_args import engine_workers
-from tfxd.pipeline.run import sdk_worker_pool
+from tfxd.pipeline.run import class_archive, sdk_worker_pool
 from tfxd.pipeline.run.engine_watch import EngineWatch
 from tfxd.pipeline.run.outcome import root_cause, shortened
 from tfxd.pipeline.spec.document import Spec
@@ -122,7 +122,7 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
     group = _Processes()
     saved = {key: os.environ.get(key) for key in (JOB_ENDPOINT_ENV, WORKER_POOL_ENV, "TMPDIR")}
     saved_tempdir = tempfile.tempdir
-    watch = None
+    watch = archive = jvm = None
     try:
         os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(scratch, "tmp")
         os.makedirs(tempfile.tempdir)
@@ -131,10 +131,12 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
         # the same, since the JVM binds its own only once it has started
         ports = _free_ports(4)
         endpoint = f"127.0.0.1:{ports[0]}"
+        archive = class_archive.for_job_server(engine, java() or "java", class_path(engine))
         command = _job_server_command(engine, ports[:3], master or engine.embedded_master(workers), scratch,
-                                      workers if embedded else None)
+                                      workers if embedded else None, archive.flags)
         # the JVM first, the longest to start; the SDK worker pool while it starts
-        group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch))
+        jvm = group.start(f"Beam's {engine.title} job server", command, job_log, _jvm_env(engine, scratch),
+                          archive.stop_seconds)
         worker_log = pool = pool_process = None
         if embedded:
             pool, pool_process, worker_log = _pool_started(group, log_dir, ports[3])
@@ -152,6 +154,8 @@ def running(engine: Engine, master: str | None, workers: int, log_dir: str,
         if watch is not None:
             watch.stop()
         group.stop()
+        if archive is not None and jvm is not None:
+            archive.kept(jvm.returncode)
         tempfile.tempdir = saved_tempdir
         shutil.rmtree(scratch, ignore_errors=True)
         _environ_put_back(saved)
@@ -214,14 +218,14 @@ def _worker_pool_command(address: str) -> list[str]:
 
 
 def _job_server_command(engine: Engine, ports: list[int], master: str, scratch: str,
-                        embedded_workers: int | None) -> list[str]:
+                        embedded_workers: int | None, archive_flags: tuple[str, ...] = ()) -> list[str]:
     """The job server's command line; ``embedded_workers``: the slots of an engine embedded here (None: the
-    job server submits to a cluster's master)."""
+    job server submits to a cluster's master); ``archive_flags``: its class archive's (class_archive)."""
     executable = java()
     assert executable is not None  # validate refuses the spec without Java (tfxd.beam_engines.problems)
     job, artifact, expansion = ports
     properties = () if embedded_workers is None else engine.embedded_jvm_properties(embedded_workers)
-    return [executable, *JVM_OPENS, *_SHORT_LIVED, *properties, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
+    return [executable, *JVM_OPENS, *_SHORT_LIVED, *archive_flags, *properties, f"-Djava.io.tmpdir={scratch}", *_QUIETER,
             "-cp", class_path(engine), engine.main, "--job-host=127.0.0.1", f"--job-port={job}",
             f"--artifact-port={artifact}", f"--expansion-port={expansion}", f"--artifacts-dir={os.path.join(scratch, 'artifacts')}",
             f"{engine.master_flag}={master}"]
@@ -270,13 +274,18 @@ class _Processes:
     def __init__(self) -> None:
         self.running: list[tuple[str, subprocess.Popen]] = []
         self._logs: dict[int, str] = {}  # by pid
+        self._stop_seconds: dict[int, float] = {}  # by pid, where not STOP_SECONDS
 
-    def start(self, name: str, command: list[str], log: str, env: dict[str, str]) -> subprocess.Popen:
+    def start(self, name: str, command: list[str], log: str, env: dict[str, str],
+              stop_seconds: float | None = None) -> subprocess.Popen:
+        """``command`` started; ``stop_seconds``: how long it may take to stop (default STOP_SECONDS)."""
         with open(log, "ab") as out:
             process = subprocess.Popen(sdk_worker_pool.ending_with_parent(command), stdout=out, stderr=subprocess.STDOUT,
                                        stdin=subprocess.DEVNULL, env=env, start_new_session=True)
         self.running.append((name, process))
         self._logs[process.pid] = log
+        if stop_seconds is not None:
+            self._stop_seconds[process.pid] = stop_seconds
         return process
 
     def exited(self) -> tuple[str, int, str] | None:
@@ -289,8 +298,9 @@ class _Processes:
     def stop(self) -> None:
         for _, process in reversed(self.running):
             _signal_group(process, signal.SIGTERM)
-        deadline = time.monotonic() + STOP_SECONDS
+        asked = time.monotonic()
         for _, process in reversed(self.running):
+            deadline = asked + self._stop_seconds.get(process.pid, STOP_SECONDS)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(max(0.1, deadline - time.monotonic()))
             _signal_group(process, signal.SIGKILL)  # the group: SDK workers outlive a stopped pool

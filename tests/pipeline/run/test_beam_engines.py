@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -195,7 +196,8 @@ def test_engine_jars_not_installed_are_refused_at_validate(project, monkeypatch)
 
 @pytest.mark.parametrize(("engine", "title"), [("flink", "Flink"), ("spark", "Spark")])
 def test_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, monkeypatch, engine, title):
-    """Each job server runs tfxd's main (engines/<name>/src), which `make engines` compiles beside the jars."""
+    """Each job server runs tfxd's main (engines/<name>/src), which `make engines` compiles into a jar beside
+    the engine's jars."""
     spec = write_spec(project, BASE_SPEC + f"beam: {{runner: {engine}}}\n")
     engines = project / "engines"
     (engines / engine / "jars").mkdir(parents=True)
@@ -203,9 +205,11 @@ def test_jars_without_tfxds_own_main_compiled_are_refused_at_validate(project, m
     result = run_cli("validate", str(spec))
     assert result.exit_code == 2
     assert f"Beam's {title} job server is not installed" in result.output and "make engines" in result.output
-    main = engines / engine / "classes" / Path(*ENGINES[engine].main.split("."))
-    main.parent.mkdir(parents=True)
-    main.with_suffix(".class").write_bytes(b"")
+    with zipfile.ZipFile(engines / engine / f"tfxd-{engine}.jar", "w") as jar:
+        jar.writestr("dev/tfxd/engines/other/Main.class", b"")
+    assert run_cli("validate", str(spec)).exit_code == 2  # a jar without the main class
+    with zipfile.ZipFile(engines / engine / f"tfxd-{engine}.jar", "w") as jar:
+        jar.writestr("/".join(ENGINES[engine].main.split(".")) + ".class", b"")
     assert run_cli("validate", str(spec)).exit_code == 0
 
 
