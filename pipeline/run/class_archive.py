@@ -32,6 +32,7 @@ import re
 import signal
 from dataclasses import dataclass
 
+from tfxd import process_table
 from tfxd.beam_engines import Engine, home
 
 FOLDER = "class-archives"  # under the engine's folder, beside its jars
@@ -125,7 +126,7 @@ def _made_from(executable: str, class_path: str) -> str | None:
     for entry in class_path.split(os.pathsep):
         jars = sorted(glob.glob(os.path.join(entry[:-1], "*.jar"))) if entry.endswith("*") else [entry]
         for jar in jars:
-            if os.path.isdir(jar) or not os.path.isfile(jar):
+            if not os.path.isfile(jar):  # a folder, or a jar that is not there
                 return None
             stat = os.stat(jar)
             parts.append(f"{jar} {stat.st_size} {stat.st_mtime_ns}")
@@ -142,4 +143,4 @@ def _left_over(path: str, final: str) -> bool:
     engine = os.path.basename(final).rsplit("-", 1)[0]
     match = re.fullmatch(rf"{re.escape(engine)}-[0-9a-f]{{16}}\.jsa(\.refused|\.(\d+)\.writing)?",
                          os.path.basename(path))
-    return match is not None and (match.group(2) is None or not os.path.exists(f"/proc/{match.group(2)}"))
+    return match is not None and (match.group(2) is None or process_table.stat(int(match.group(2))) is None)
