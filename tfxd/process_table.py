@@ -17,12 +17,13 @@ def returncode(status: int) -> int:
     return -(status & 0x7F) if status & 0x7F else status >> 8
 
 
-def _stat_fields(pid: int) -> tuple[str, list[str]] | None:
-    """(name, the fields after it) of /proc/PID/stat; None once the process is gone. fields[0] is the state
-    (field 3 of proc(5)), fields[1] the parent, fields[2] the process group, the last (field 52) the exit
-    code as waitpid reports it."""
+def _stat_fields(pid: int, of: int | None = None) -> tuple[str, list[str]] | None:
+    """(name, the fields after it) of /proc/PID/stat, or of thread ``pid`` of process ``of``; None once it
+    is gone. fields[0] is the state (field 3 of proc(5)), fields[1] the parent, fields[2] the process
+    group, the last (field 52) the exit code as waitpid reports it."""
+    path = f"/proc/{pid}/stat" if of is None else f"/proc/{of}/task/{pid}/stat"
     try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
+        with open(path, encoding="utf-8", errors="replace") as handle:
             head, tail = handle.read().rsplit(")", 1)
         return head.split("(", 1)[1], tail.split()  # the name: the process's comm, kept while it is a zombie
     except (OSError, IndexError, ValueError):
@@ -56,10 +57,22 @@ def children(parent: int) -> dict[int, tuple[str, str, int]]:
 
 
 def running_in_group(group: int) -> list[int]:
-    """The processes of process group ``group`` that have not ended (a zombie, which has closed its files,
-    is not one of them)."""
+    """The processes of process group ``group`` that have not ended: a zombie, which has closed its files,
+    is not one of them, unless a thread of it still runs. Linux shows a thread group's leader as a zombie
+    once its own thread has exited, while the others go on (exiting, after a SIGKILL) with the files they
+    share still open: the listening socket of a process killed with its threads closes with its last."""
     return [pid for pid in _pids() if (found := _stat_fields(pid)) is not None and len(found[1]) > 2
-            and found[1][2] == str(group) and found[1][0] != "Z"]
+            and found[1][2] == str(group) and (found[1][0] != "Z" or _a_thread_runs(pid))]
+
+
+def _a_thread_runs(pid: int) -> bool:
+    """Whether a thread of process ``pid`` has not ended (/proc/PID/task: one entry per thread)."""
+    try:
+        threads = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return False
+    return any((found := _stat_fields(int(tid), pid)) is not None and found[1] and found[1][0] != "Z"
+               for tid in threads)
 
 
 def worker_name(worker_id: str) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ from tests.pipeline.run.test_sdk_worker_pool import _listening
 from tfxd.beam_engines import WORKER_POOL_ENV
 from tfxd.direct_runner import WorkerLost, direct_args, worker_loss_fails_bundles, workers_forked
 from tfxd.pipeline.run.beam_engine import _group_gone, direct_workers_pooled, forks_workers
-from tfxd.process_table import stat
+from tfxd.process_table import running_in_group, stat
 
 ARGS = [*direct_args("multi_processing", 2), "--no_pipeline_type_check"]
 
@@ -82,6 +83,36 @@ def test_a_stopped_group_is_waited_for_until_none_of_it_runs():
         assert stat(process.pid)[0] == "Z"  # exited, not yet reaped by its parent (this process)
     finally:
         process.kill()
+        process.wait()
+
+
+LEADER_GONE_FIRST = """
+import ctypes, socket, threading, time
+server = socket.socket(); server.bind(("127.0.0.1", 0)); server.listen(); print(server.getsockname()[1], flush=True)
+threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+ctypes.CDLL(None).syscall(60, 0)  # SYS_exit: the main thread alone ends (exit_group would end them all)
+"""
+
+
+def test_a_group_whose_leader_thread_ended_first_runs_until_its_last_thread_has():
+    """Linux shows a process whose main thread exited as a zombie while its other threads run, the files
+    they share still open (the pool's gRPC service, killed with its threads, listened a moment longer: the
+    check above once found its port open): such a process still runs, and the stop waits for it."""
+    process = subprocess.Popen([sys.executable, "-c", LEADER_GONE_FIRST], stdout=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        port = int(process.stdout.readline())
+        deadline = time.monotonic() + 60
+        while stat(process.pid)[0] != "Z" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert stat(process.pid)[0] == "Z" and _listening(port)  # the leader a zombie, its socket open
+        assert running_in_group(process.pid) == [process.pid]
+        os.killpg(process.pid, signal.SIGKILL)
+        _group_gone(process.pid, time.monotonic() + 60)
+        assert running_in_group(process.pid) == [] and not _listening(port)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 
