@@ -62,14 +62,15 @@ class _TreeMemory(threading.Thread):
 
 def measure(command: Sequence[str], cwd: str | None = None, env: dict[str, str] | None = None,
             log: str | None = None) -> dict[str, float]:
-    """Run ``command``; its wall seconds and the peak summed RSS (MB) of its process tree.
+    """Run ``command``; its wall seconds, the peak summed RSS (MB) of its process tree and when it started
+    (``started_at``, seconds since the epoch, as ML Metadata's times count them).
     Output goes to ``log`` (or nowhere); a failure raises with the log's tail. Its temporary files go
     to a folder of its own, removed afterwards: what either side leaves (TFX's staged sdist of itself,
     Beam's staging lists) neither piles up nor fills the disk over a long bench."""
     out = open(log, "w") if log else subprocess.DEVNULL  # noqa: SIM115
     temp = tempfile.mkdtemp(prefix="measure-", dir=scratch("tmp", fresh=False))
     env = {**(os.environ if env is None else env), "TMPDIR": temp}
-    start = time.perf_counter()
+    started_at, start = time.time(), time.perf_counter()
     try:
         process = subprocess.Popen(list(command), cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
         sampler = _TreeMemory(process.pid)
@@ -88,7 +89,7 @@ def measure(command: Sequence[str], cwd: str | None = None, env: dict[str, str] 
             with open(log) as handle:
                 tail = handle.read()[-3000:]
         raise RuntimeError(f"{' '.join(command)} exited with {code}\n{tail}")
-    return {"seconds": seconds, "peak_rss_mb": sampler.peak / 2**20}
+    return {"seconds": seconds, "peak_rss_mb": sampler.peak / 2**20, "started_at": started_at}
 
 
 def run_summary(root: str) -> dict:

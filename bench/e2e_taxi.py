@@ -10,7 +10,8 @@ Targets (issue 65; issue 33's were 0.25, 0.45 and 0.5): tfxd at most 0.15 of TFX
 most 0.25 of the control's, eval accuracy no more than 0.01 below TFX's; on 200k rows at most 0.25 of TFX's;
 a taxi run's seconds outside its components (start-up, imports, orchestration: the wall less the components'
 seconds) at most 2.5 s; its Trainer (1000 steps of 40, export included) at most 3 s. The two models differ (TFX's deep layers have no activation,
-tfxd's wide_deep uses ReLU), which the accuracy line says.
+tfxd's wide_deep uses ReLU), which the accuracy line says. The per-component table splits each side's seconds
+outside its components by ML Metadata's times: before the first component, between components, after the last.
 """
 
 from __future__ import annotations
@@ -78,6 +79,20 @@ def _node_seconds(metadata_db: str) -> dict[str, float]:
     return seconds
 
 
+def outside_split(metadata_db: str, run: dict) -> dict[str, float]:
+    """``run``'s seconds outside its components in three parts: before its first execution was registered in
+    ML Metadata (the process's start, its imports, the pipeline's assembly), after its last was published (the
+    summary, the report, the process's end), and between them (TFX's orchestration from one component to the
+    next). The store's executions of earlier runs (before ``run["started_at"]``) are not the run's."""
+    since = run["started_at"] * 1000
+    executions = [e for e in store(metadata_db).get_executions() if e.create_time_since_epoch >= since]
+    first = min(e.create_time_since_epoch for e in executions) / 1000
+    last = max(e.last_update_time_since_epoch for e in executions) / 1000
+    start_up, end = first - run["started_at"], run["started_at"] + run["seconds"] - last
+    outside = run["seconds"] - sum(run["components"].values())
+    return {"start_up": round(start_up, 3), "between": round(outside - start_up - end, 3), "end": round(end, 3)}
+
+
 def _tfx_accuracy(metadata_db: str) -> float:
     """binary_accuracy over the eval split, from TFX's Evaluator output (read as tfxd reads its own)."""
     from tfxd.components.evaluator.slices import metrics_per_slice
@@ -116,18 +131,22 @@ def run_tfx(example: str, index: int, control: bool = False, data: str | None = 
                        f"tfx{'-control' if control else ''}{'-large' if data else ''}-{index}.log")
     result = common.measure([sys.executable, script], cwd=home, env=env, log=log)
     metadata_db = os.path.join(home, "tfx", "metadata", TFX_PIPELINE, "metadata.db")
-    return {**result, "accuracy": _tfx_accuracy(metadata_db), "components": _node_seconds(metadata_db),
-            "metadata_db": metadata_db}
+    run = {**result, "accuracy": _tfx_accuracy(metadata_db), "components": _node_seconds(metadata_db),
+           "metadata_db": metadata_db}
+    return {**run, "outside_split": outside_split(metadata_db, run)}
 
 
 def _run_tfxd(index: int, overrides: list[str]) -> dict:
+    from tfxd.pipeline.run.metadata import metadata_path
+
     root = common.scratch("e2e/tfxd-root")
     sets = [arg for pair in (("--set", o) for o in [f"root={root}", *overrides]) for arg in pair]
     result = common.measure([common.TFXD, "run", common.TAXI_SPEC, *sets], cwd=common.REPO,
                             log=os.path.join(common.scratch("e2e/logs", fresh=False), f"tfxd-{index}.log"))
     summary = common.run_summary(root)
-    return {**result, "accuracy": summary["metrics"]["binary_accuracy"],
-            "components": {c["name"]: c["seconds"] for c in summary["components"]}}
+    run = {**result, "accuracy": summary["metrics"]["binary_accuracy"],
+           "components": {c["name"]: c["seconds"] for c in summary["components"]}}
+    return {**run, "outside_split": outside_split(metadata_path(root), run)}
 
 
 def _large(example: str, quick: bool) -> dict:
@@ -208,6 +227,12 @@ def run(quick: bool = False) -> dict:
     }
 
 
+# outside_split's parts, as the per-component table names them
+OUTSIDE_PARTS = {"start_up": "before the first component (start-up, imports, the pipeline's assembly)",
+                 "between": "between components (orchestration, ML Metadata)",
+                 "end": "after the last component (summary, report, exit)"}
+
+
 def table_rows(result: dict) -> list[str]:
     a, b = result["tfxd_seconds"], result["tfx_seconds"]
     rows = [f"| End to end: `tfxd run examples/taxi.yaml` vs TFX's taxi_pipeline_native_keras.py as shipped "
@@ -282,6 +307,11 @@ def details(result: dict) -> str:
                result["tfx_control_seconds"]["median"] - sum(control.values()))
     lines.append(f"| outside components (start-up, imports, orchestration) | {outside[0]:.1f} | {outside[1]:.1f} "
                  f"| {outside[2]:.1f} |")
+    sides = [result[side] for side in ("tfxd", "tfx", "tfx_control")]
+    if all("outside_split" in run for runs in sides for run in runs):  # results before 2026-12-07 have none
+        for part, label in OUTSIDE_PARTS.items():
+            cells = " | ".join(f"{statistics.median(r['outside_split'][part] for r in runs):.2f}" for runs in sides)
+            lines.append(f"| ... {label} | {cells} |")
     runs = "; ".join(f"{a['seconds']:.1f} s vs {b['seconds']:.1f} s" for a, b in
                      zip(result["tfxd"], result["tfx"], strict=True))
     return "\n".join([
