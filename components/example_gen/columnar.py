@@ -2,20 +2,21 @@
 an element.
 
 A large file is cut into pieces (column_sources: byte ranges of CSV and JSON lines, runs of Parquet row
-groups; a TFRecord file is one piece) that Beam spreads over its workers. A first pass finds the column
-kinds of each piece's first batch (merged into one set for all files, as the row-wise pipeline merges
-every row's); the second converts the piece batch by batch (csv_columns' encoder), splits each record by
-TFX's own rule (the SHA-256 of its serialized bytes into hash buckets) or by its file's split, and writes
-gzipped TFRecords. Nothing goes through Beam per record: the row-wise pipeline spent most of its time
-moving rows between Beam stages. A piece the column-wise reader cannot read exactly is read row by row
-(records), with bad records named or skipped and counted as before.
+groups; a TFRecord file is one piece) that Beam spreads over its workers. Each piece is read once: its
+batches are typed by the kinds they show (csv_columns' kinds and encoder), each record split by TFX's own
+rule (the SHA-256 of its serialized bytes into hash buckets) or by its file's split, and written as gzipped
+TFRecords under temporary names. Nothing goes through Beam per record: the row-wise pipeline spent most of
+its time moving rows between Beam stages. A piece the column-wise reader cannot read exactly is read row by
+row (records), with bad records named or skipped and counted as before.
 
-The kinds of the rest of a piece are checked as it is written: a batch (or a row) of a kind the first
-batches did not show, or of a column they did not have, discards the piece's files and reports the
-piece's kinds read whole (WIDER), and the executor runs the pipeline again with every kind known
-(``rerun_of``: those pieces alone, or every piece where a kind the first batches showed widened), so
-that each column is written as the row-wise reader writes it. So a piece of many batches (a TFRecord
-file, a run of Parquet row groups) is read once and a first batch, not twice.
+What a piece wrote (``Written``: its kinds, the columns it wrote a value of, its files and counts) goes to
+the executor, which merges every piece's kinds into the data's (as the row-wise pipeline merges every
+row's) and publishes each piece whose columns with a value were written as those kinds write them
+(``settle``): a column a piece held no value of is absent from its records whatever its kind. A piece
+whose columns the rest of the data widened (ints where another piece has floats) is written again with the
+data's kinds (``rerun``); within a piece, a column is typed when its first value comes, and a batch that
+widens a column already written discards the piece's files and writes it again with its kinds read whole.
+So each column is written as the row-wise reader writes it, and the common case reads every piece once.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import bisect
 import hashlib
 import os
 from collections import Counter
+from typing import TypedDict
 
 import apache_beam as beam
 import numpy as np
@@ -33,31 +35,46 @@ from tfxd import tfrecords
 from tfxd.components.example_gen import column_sources, csv_chunks, csv_columns, records
 from tfxd.reader_config import ReaderConfig
 
-BAD = "bad"
-WIDER = "wider"
 FILE_NAME = "data_tfrecord-{index:05d}-{part:05d}.gz"  # (the file's number, its chunk's)
 
 Kinds = dict[str, str | None]  # column -> its widest kind (records.widest); None: never a value
 
 
-def piece_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric: frozenset[str],
-                first_batch: bool = False) -> Kinds:
-    """The piece's {column: kind}, of its first batch only where ``first_batch``; read row by row (the
-    whole piece) where the column-wise reader hands it back. Bad records are left to the writing pass."""
+class Written(TypedDict):
+    """What one piece wrote, for the executor to publish or write again (a JSON object)."""
+
+    piece: list[int]  # [the file's number, the piece's part]
+    kinds: Kinds  # of the piece's records, as its files were typed
+    filled: list[str]  # the columns of which it wrote a value (an empty list is a value)
+    files: dict[str, str]  # split -> its temporary file
+    counts: dict[str, int]  # split -> records
+    bad: dict[str, int]  # a bad record's reason -> records, under bad_records: skip
+
+
+class Rerun(TypedDict):
+    """A run of the pipeline again: the data's kinds, and the pieces to write with them."""
+
+    kinds: Kinds
+    pieces: list[list[int]]
+
+
+def piece_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric: frozenset[str]) -> Kinds:
+    """The {column: kind} of a whole piece; read row by row where the column-wise reader hands it back.
+    Bad records are left to the writing pass."""
     found: Kinds = {}
-    batches = source.batches(piece)
     try:
-        for batch in batches:
+        for batch in source.batches(piece):
             found = records.TypeInferenceState.merge([found, csv_columns.kinds(batch, numeric)])
-            if first_batch:
-                break
     except csv_columns.NotColumnar:
-        found = {}
-        for row in source.rows(piece):
-            if isinstance(row, records.Row):
-                records.TypeInferenceState.add(found, row.values, numeric)
-    finally:
-        batches.close()  # the reader's file, left at its first batch
+        found = _row_kinds(source, piece, numeric)
+    return found
+
+
+def _row_kinds(source: column_sources.Source, piece: csv_chunks.Piece, numeric: frozenset[str]) -> Kinds:
+    found: Kinds = {}
+    for row in source.rows(piece):
+        if isinstance(row, records.Row):
+            records.TypeInferenceState.add(found, row.values, numeric)
     return found
 
 
@@ -66,109 +83,144 @@ def _widens(seen: Kinds, name: str, kind: str | None) -> bool:
     return records.widest({seen.get(name), kind}) != seen.get(name)
 
 
-def _covered(seen: Kinds, found: Kinds, pinned: dict[str, str]) -> bool:
-    """Whether every column of ``found`` is in ``seen`` and of a kind no wider than seen's; a pinned
-    column (data.columns) is written as pinned whatever its kinds."""
-    return all(name in pinned or (name in seen and not _widens(seen, name, kind)) for name, kind in found.items())
+def settle(written: list[Written], kinds: Kinds, pinned: dict[str, str]) -> tuple[list[Written], list[Written]]:
+    """(the pieces that stand, those to write again) with the data's ``kinds``: a piece stands where each
+    column it wrote a value of has the type the data's kinds give it (a pinned column is written as pinned
+    whatever its kinds)."""
+    types = records.final_types(kinds, pinned)
+    stand: list[Written] = []
+    again: list[Written] = []
+    for piece in written:
+        own = records.final_types(piece["kinds"], pinned)
+        (stand if all(own[name] == types[name] for name in piece["filled"]) else again).append(piece)
+    return stand, again
+
+
+def merged_kinds(written: list[Written]) -> Kinds:
+    return records.TypeInferenceState.merge([piece["kinds"] for piece in written])
+
+
+def publish(written: list[Written], split_uris: dict[str, str]) -> None:
+    """The pieces' files moved into their splits' folders (where a retried run left one, it is replaced)."""
+    from apache_beam.io.filesystems import FileSystems
+
+    temps, finals = [], []
+    for piece in written:
+        name = FILE_NAME.format(index=piece["piece"][0], part=piece["piece"][1])
+        for split, temp in piece["files"].items():
+            temps.append(temp)
+            finals.append(os.path.join(split_uris[split], name))
+    FileSystems.delete([final for final in finals if FileSystems.exists(final)])
+    if temps:
+        FileSystems.rename(temps, finals)
+
+
+def discard(written: list[Written]) -> None:
+    from apache_beam.io.filesystems import FileSystems
+
+    temps = [temp for piece in written for temp in piece["files"].values()]
+    if temps:
+        FileSystems.delete(temps)
 
 
 class _KindsWidened(Exception):
-    """A batch or row of a piece is of a kind the first batches did not show."""
+    """A batch of a piece widens a column the piece has already written a value of."""
 
 
-class _FileKinds(beam.DoFn):
-    """A piece of a file -> the {column: kind} of its first batch."""
+class _PieceKinds:
+    """The kinds of a piece as its batches come, and the columns it has written a value of. A column is
+    typed by its first value (a column with none is absent from every record so far, whatever its kind);
+    a batch that widens a column with values raises _KindsWidened, unless its kinds are ``fixed`` (given
+    whole)."""
 
-    def __init__(self, data_format: str, numeric: list[str]) -> None:
-        self._source = column_sources.SOURCES[data_format]
-        self._numeric = frozenset(numeric)
+    def __init__(self, numeric: frozenset[str], pinned: dict[str, str], fixed: Kinds | None = None) -> None:
+        self._numeric, self._pinned, self._fixed = numeric, pinned, fixed is not None
+        self.kinds: Kinds = dict(fixed or {})
+        self.filled: set[str] = set()
+        self.types = records.final_types(self.kinds, pinned)
 
-    def process(self, piece: csv_chunks.Piece):
-        yield piece_kinds(self._source, piece, self._numeric, first_batch=True)
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        filled = {name for name, column in zip(batch.schema.names, batch.columns, strict=True)
+                  if column.null_count < len(column)}
+        if not self._fixed:
+            self._add(csv_columns.kinds(batch, self._numeric))
+        self.filled |= filled
 
+    def add_row(self, values: dict) -> None:
+        """A row of a piece whose kinds are fixed (read whole row by row first)."""
+        self.filled.update(name for name, value in values.items() if value is not None)
 
-class _MergeKinds(beam.CombineFn):
-    def create_accumulator(self) -> dict[str, str | None]:
-        return {}
-
-    def add_input(self, state: dict[str, str | None], found: dict[str, str | None]) -> dict[str, str | None]:
-        return records.TypeInferenceState.merge([state, found])
-
-    def merge_accumulators(self, states) -> dict[str, str | None]:
-        return records.TypeInferenceState.merge(list(states))
-
-    def extract_output(self, state: dict[str, str | None]) -> dict[str, str | None]:
-        return state
+    def _add(self, found: Kinds) -> None:
+        if all(name in self.kinds and not _widens(self.kinds, name, kind) for name, kind in found.items()):
+            return
+        if any(name in self.filled and name not in self._pinned and _widens(self.kinds, name, kind)
+               for name, kind in found.items()):
+            raise _KindsWidened
+        self.kinds = records.TypeInferenceState.merge([self.kinds, found])
+        self.types = records.final_types(self.kinds, self._pinned)
 
 
 class _WriteFile(beam.DoFn):
-    """A piece of a file -> gzipped TFRecords of its examples per split, written under a temporary
-    name and moved into the split's folder when the file is done; yields (split, count) pairs and, under
-    bad_records: skip, the reasons of bad records. Where ``checked`` (the kinds are the first batches'),
-    a batch or row of a kind they did not show discards the piece's files and yields the kinds seen
-    widened by the piece's own, read whole (WIDER)."""
+    """A piece of a file -> gzipped TFRecords of its examples per split, under temporary names, and what it
+    wrote (Written). With ``known`` kinds (a run again) the piece is typed by them alone."""
 
-    def __init__(self, config: ReaderConfig, split_uris: dict[str, str], buckets: list[tuple[str, int]],
-                 temp_dir: str, checked: bool = True) -> None:
+    def __init__(self, config: ReaderConfig, buckets: list[tuple[str, int]], temp_dir: str,
+                 known: Kinds | None = None) -> None:
         self._source = column_sources.SOURCES[config.format]
         self._pinned = config.columns
         self._numeric = frozenset(config.numeric)
         self._label = config.label
         self._skip_bad = config.skips_bad_records
-        self._split_uris = split_uris
         self._names = [name for name, _ in buckets]
         self._bounds = [bound for _, bound in buckets]
         self._temp_dir = temp_dir
-        self._checked = checked
+        self._known = known
 
-    def process(self, piece: csv_chunks.Piece, seen: Kinds):
+    def process(self, piece: csv_chunks.Piece):
+        try:
+            yield self._write(piece, self._known)
+        except _KindsWidened:  # typed by its first batches, a later one widened a column with values
+            yield self._write(piece, piece_kinds(self._source, piece, self._numeric))
+
+    def _write(self, piece: csv_chunks.Piece, kinds: Kinds | None) -> Written:
         index, _, split, part = piece[:4]
-        types = records.final_types(seen, self._pinned)
         output = _Output(self._temp_dir, index, part)
-        bad_reasons: list[str] = []  # handed on once the piece is written: a piece written again counts once
+        state = _PieceKinds(self._numeric, self._pinned, kinds)
+        bad: Counter[str] = Counter()
         try:
             try:
-                self._column_wise(piece, split, seen, types, output)
+                self._column_wise(piece, split, state, output)
             except csv_columns.NotColumnar:
                 output.discard()
                 output = _Output(self._temp_dir, index, part)
-                bad_reasons.extend(self._row_by_row(piece, split, seen, types, output))
-        except _KindsWidened:
+                state = _PieceKinds(self._numeric, self._pinned,
+                                    kinds if kinds is not None else _row_kinds(self._source, piece, self._numeric))
+                bad.update(self._row_by_row(piece, split, state, output))
+        except BaseException:
             output.discard()
-            whole = piece_kinds(self._source, piece, self._numeric)
-            retyped = any(seen.get(name) is not None and name not in self._pinned and _widens(seen, name, kind)
-                          for name, kind in whole.items())
-            yield beam.pvalue.TaggedOutput(WIDER, {"piece": [index, part], "retyped": retyped,
-                                                   "kinds": records.TypeInferenceState.merge([seen, whole])})
-            return
-        for bad_reason in bad_reasons:
-            yield beam.pvalue.TaggedOutput(BAD, bad_reason)
-        yield from output.publish(self._split_uris)
+            raise
+        return Written(piece=[index, part], kinds=state.kinds, filled=sorted(state.filled), files=output.close(),
+                       counts=dict(output.counts), bad=dict(bad))
 
-    def _column_wise(self, piece: csv_chunks.Piece, split: str, seen: Kinds, types: dict[str, str],
-                     output: _Output) -> None:
-        """The first batch was the first pass's; each after it is checked first where ``checked``."""
-        for number, batch in enumerate(self._source.batches(piece)):
-            if self._checked and number and not _covered(seen, csv_columns.kinds(batch, self._numeric),
-                                                         self._pinned):
-                raise _KindsWidened
-            examples = csv_columns.example_bytes(batch, types, self._label)
+    def _column_wise(self, piece: csv_chunks.Piece, split: str, state: _PieceKinds, output: _Output) -> None:
+        for batch in self._source.batches(piece):
+            state.add_batch(batch)
+            examples = csv_columns.example_bytes(batch, state.types, self._label)
             listed = examples.to_pylist()
             splits = [split] * len(listed) if split else [self._split_of(example) for example in listed]
             output.write_all(splits, examples, listed)
 
-    def _row_by_row(self, piece: csv_chunks.Piece, split: str, seen: Kinds, types: dict[str, str],
-                    output: _Output):
+    def _row_by_row(self, piece: csv_chunks.Piece, split: str, state: _PieceKinds, output: _Output):
+        """The piece's bad records' reasons, under bad_records: skip."""
+        types = state.types
         for row in self._source.rows(piece):
             if isinstance(row, records.Row):
-                if self._checked and not _covered(
-                        seen, records.TypeInferenceState.add({}, row.values, self._numeric), self._pinned):
-                    raise _KindsWidened
                 features, problem = records.encode(row.values, types)
                 if not problem and self._label:
                     wrong = records.label_problem(features, types, self._label)
                     problem = (records.UNEXPECTED_LABEL, wrong) if wrong else None
                 if not problem:
+                    state.add_row(row.values)
                     example = records.example_bytes(features, types)
                     output.write(split or self._split_of(example), example)
                     continue
@@ -184,9 +236,9 @@ class _WriteFile(beam.DoFn):
 
 
 class _Output:
-    """One gzipped TFRecord file per split for one piece of an input file, under a temporary name until published.
-    Written with Beam's filesystems and tfxd.tfrecords' framing: a Beam worker never imports TensorFlow
-    (seconds per worker process) to read its files."""
+    """One gzipped TFRecord file per split for one piece of an input file, under a temporary name until
+    published. Written with Beam's filesystems and tfxd.tfrecords' framing: a Beam worker never imports
+    TensorFlow (seconds per worker process) to read its files."""
 
     def __init__(self, temp_dir: str, index: int, part: int) -> None:
         self._temp_dir = temp_dir
@@ -226,70 +278,38 @@ class _Output:
             self._files[split] = tfrecords.GzipWriter(stream)
         self._files[split].write(self._pending.pop(split, b""))
 
-    def _close(self) -> None:
+    def close(self) -> dict[str, str]:
+        """{split: temporary file}, each written whole."""
         for split in list(self._pending):
             self._flush(split)
         for writer in self._files.values():
             writer.close()
+        return {split: self._temp(split) for split in self._files}
 
     def discard(self) -> None:
         from apache_beam.io.filesystems import FileSystems
 
-        self._close()
-        FileSystems.delete([self._temp(split) for split in self._files])
-
-    def publish(self, split_uris: dict[str, str]):
-        from apache_beam.io.filesystems import FileSystems
-
-        self._close()
-        splits = list(self._files)
-        finals = [os.path.join(split_uris[split], self._name) for split in splits]
-        FileSystems.delete([final for final in finals if FileSystems.exists(final)])  # a retried bundle's
-        FileSystems.rename([self._temp(split) for split in splits], finals)
-        yield from self.counts.items()
+        self._pending.clear()
+        FileSystems.delete(list(self.close().values()))
 
 
 _FLUSH_BYTES = 4 << 20
 
 
 def examples(pipeline: beam.Pipeline, config: ReaderConfig, files: list[tuple[str, str]],
-             split_uris: dict[str, str], buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int,
-             workers: int = 1, rerun: dict | None = None):
-    """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as
-    (split, cumulative bucket bound) pairs) into ``split_uris``, reading files larger than
-    ``chunk_bytes`` in pieces (column_sources) where that is exact, as many for each of ``workers``
-    worker processes where the file is large enough. The kinds are the pieces' first batches', checked as
-    the pieces are written, or a ``rerun``'s (what the last run's ``rerun`` said: its kinds and pieces).
-    Returns the PCollections of {split: count}, the bad records' reasons, the merged {column: kind} and
-    the rerun the kinds ask for ({} for none; ``rerun_of``)."""
+             buckets: list[tuple[str, int]], temp_dir: str, chunk_bytes: int, workers: int = 1,
+             rerun: Rerun | None = None):
+    """Write the examples of ``files`` ((path, split) pairs; split "" for hash buckets, given as (split,
+    cumulative bucket bound) pairs) under ``temp_dir``, reading files larger than ``chunk_bytes`` in pieces
+    (column_sources) where that is exact, as many for each of ``workers`` worker processes where the file is
+    large enough; with a ``rerun``, its pieces alone, typed by its kinds. Returns the PCollection of one list
+    of every piece's Written, for the executor to ``settle`` and ``publish``."""
     numbered = [(index, path, split) for index, (path, split) in enumerate(files)]
     pieces = (pipeline | "Files" >> beam.Create(numbered)
               | "Chunks" >> beam.FlatMap(column_sources.SOURCES[config.format].pieces, chunk_bytes, workers))
-    if rerun and rerun["pieces"] is not None:
-        wanted = {tuple(key) for key in rerun["pieces"]}
-        pieces = pieces | "Widened" >> beam.Filter(lambda piece: (piece[0], piece[3]) in wanted)
-    pieces = pieces | "Spread" >> beam.Reshuffle()  # the pieces of one file to every worker
     if rerun:
-        seen = pipeline | "KnownKinds" >> beam.Create([rerun["kinds"]])
-    else:
-        seen = (pieces | "Kinds" >> beam.ParDo(_FileKinds(config.format, list(config.numeric)))
-                | "MergeKinds" >> beam.CombineGlobally(_MergeKinds()))
-    written = (pieces
-               | "Write" >> beam.ParDo(_WriteFile(config, split_uris, buckets, temp_dir, checked=not rerun),
-                                       seen=beam.pvalue.AsSingleton(seen)).with_outputs(BAD, WIDER, main="counts"))
-    counts = (written.counts | "SumCounts" >> beam.CombinePerKey(sum)
-              | "CountsToDict" >> beam.combiners.ToDict())
-    return counts, written[BAD], seen, (written[WIDER] | "WidenedPieces" >> beam.combiners.ToList()
-                                        | "Rerun" >> beam.Map(rerun_of))
-
-
-def rerun_of(widened: list[dict]) -> dict:
-    """The run again that widened pieces ask for: the kinds of the whole data (the first batches' widened
-    by each such piece's), and the pieces to write: those alone where only columns the first batches held
-    no value of widened (no other piece wrote a value of them, so the others' files stand), else every
-    piece (None: a piece may have written a value with the narrower kind). {} for none."""
-    if not widened:
-        return {}
-    retyped = any(found["retyped"] for found in widened)
-    return {"kinds": records.TypeInferenceState.merge([found["kinds"] for found in widened]),
-            "pieces": None if retyped else sorted(found["piece"] for found in widened)}
+        wanted = {tuple(key) for key in rerun["pieces"]}
+        pieces = pieces | "Again" >> beam.Filter(lambda piece: (piece[0], piece[3]) in wanted)
+    return (pieces | "Spread" >> beam.Reshuffle()  # the pieces of one file to every worker
+            | "Write" >> beam.ParDo(_WriteFile(config, buckets, temp_dir, rerun["kinds"] if rerun else None))
+            | "AllWritten" >> beam.combiners.ToList())

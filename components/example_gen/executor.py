@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from typing import Any
 
 import apache_beam as beam
@@ -245,35 +246,34 @@ class Executor(direct_runner.BeamMendedExecutor, PipelineTempRemovedExecutor, Ba
         report_dir = exec_properties[REPORT_DIR_KEY]
         config = reader_config.of(exec_properties)
         files = _files(exec_properties, input_config, output_config)
-        rerun = None  # the kinds of the pieces' first batches, checked as the pieces are written
-        earlier: dict[str, dict[str, int]] = {}
+        written_file = os.path.join(report_dir, reports.WRITTEN_FILE)
+        counts: Counter[str] = Counter()
+        bad: Counter[str] = Counter()
+        rerun: columnar.Rerun | None = None  # first each piece typed by its own kinds
         while True:
             with self._make_beam_pipeline() as pipeline:
-                counts, bad, seen, wider = columnar.examples(
-                    pipeline, config, files, split_uris, _buckets(output_config), temp_dir, csv_chunks.CHUNK_BYTES,
+                written = columnar.examples(
+                    pipeline, config, files, _buckets(output_config), temp_dir, csv_chunks.CHUNK_BYTES,
                     direct_runner.parallel_workers(self._beam_pipeline_args), rerun)
-                counts | "WriteCounts" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
-                reports.write_columns_and_bad(seen, [bad], report_dir)
-                wider | "WriteRerun" >> beam.Map(reports.write_json, os.path.join(report_dir, reports.RERUN_FILE))
+                written | "WriteWritten" >> beam.Map(reports.write_json, written_file)
                 if rerun is None:
                     _write_drift_examples(pipeline, exec_properties)
-            for name, counts in earlier.items():  # a run again's counts with those of the files that stand
-                now = _read_json(os.path.join(report_dir, name))
-                reports.write_json({key: now.get(key, 0) + counts.get(key, 0) for key in {*now, *counts}},
-                                   os.path.join(report_dir, name))
-            rerun = _read_json(os.path.join(report_dir, reports.RERUN_FILE))
-            if not rerun:
+            pieces = _read_json(written_file) or []
+            kinds = rerun["kinds"] if rerun else columnar.merged_kinds(pieces)
+            stand, again = columnar.settle(pieces, kinds, config.columns)
+            columnar.publish(stand, split_uris)
+            columnar.discard(again)
+            for piece in stand:
+                counts.update(piece["counts"])
+                bad.update(piece["bad"])
+            if not again:
                 break
-            logging.info("tfxd ExampleGen: the data holds kinds its pieces' first batches did not show; %s written "
-                         "again with the kinds of all of it: %s",
-                         "every piece" if rerun["pieces"] is None else f"pieces {rerun['pieces']}", rerun["kinds"])
-            if rerun["pieces"] is None:
-                for uri in split_uris.values():
-                    fileio.rmtree(uri)
-                    fileio.makedirs(uri)
-            else:  # the other pieces' files stand, and so do their counts and bad records
-                earlier = {name: _read_json(os.path.join(report_dir, name))
-                           for name in (reports.SPLIT_COUNTS_FILE, reports.BAD_RECORDS_FILE)}
+            rerun = columnar.Rerun(kinds=kinds, pieces=[piece["piece"] for piece in again])
+            logging.info("tfxd ExampleGen: pieces %s hold columns of kinds the rest of the data widens; written "
+                         "again with the kinds of all of it: %s", rerun["pieces"], kinds)
+        reports.write_json(dict(counts), os.path.join(report_dir, reports.SPLIT_COUNTS_FILE))
+        reports.write_json(dict(bad), os.path.join(report_dir, reports.BAD_RECORDS_FILE))
+        reports.write_json(sorted(kinds), os.path.join(report_dir, reports.COLUMNS_FILE))
         if fileio.exists(temp_dir):
             fileio.rmtree(temp_dir)
         payload_format = exec_properties.get(standard_component_specs.OUTPUT_DATA_FORMAT_KEY)

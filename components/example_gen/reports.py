@@ -13,7 +13,7 @@ import apache_beam as beam
 BAD_RECORDS_FILE = "bad_records.json"
 SPLIT_COUNTS_FILE = "split_counts.json"
 COLUMNS_FILE = "columns.json"
-RERUN_FILE = "rerun.json"  # columnar.rerun_of: {} where the pieces' first batches showed every kind
+WRITTEN_FILE = "written.json"  # the column-wise pipeline's pieces, what each wrote (columnar.Written)
 
 
 def write_json(content: Any, path: str) -> None:

@@ -145,7 +145,7 @@ def test_records_split_as_tfx_partitions_them():
 
     from tfxd.components.example_gen.columnar import _WriteFile
 
-    writer = _WriteFile(ReaderConfig("csv", "fail"), {}, [("train", 4), ("eval", 5)], "")
+    writer = _WriteFile(ReaderConfig("csv", "fail"), [("train", 4), ("eval", 5)], "")
     config = example_gen_pb2.SplitConfig()
     _, (columnar, _) = _both(str(EXTERNAL / "csv" / "data.csv"))
     for example in columnar[:2000]:
