@@ -57,13 +57,15 @@ import atexit, os, sys, threading, time
 class Cleared:
     def __del__(self, write=os.write):  # as Python clears sys.modules at exit (os may be cleared first)
         write(2, b"cleared\\n")
-sys.modules["tfxd_test_cleared"] = Cleared()
+def last_at_exit():  # registered first, run last: nothing else can hold the object once it is a module
+    sys.stderr.write("atexit ran\\n")
+    sys.modules["tfxd_test_cleared"] = Cleared()
 def later(path=sys.argv[1]):
     time.sleep(0.3)
     with open(path, "w") as out:
         out.write("joined")
 threading.Thread(target=later).start()  # a thread Python waits for at exit
-atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+atexit.register(last_at_exit)
 sys.argv = ["tfxd", "validate", sys.argv[2]]
 from tfxd.cli.main import main
 main()
