@@ -101,7 +101,8 @@ def merged_kinds(written: list[Written]) -> Kinds:
 
 
 def publish(written: list[Written], split_uris: dict[str, str]) -> None:
-    """The pieces' files moved into their splits' folders (where a retried run left one, it is replaced)."""
+    """The pieces' files moved into their splits' folders. None is there yet: the executor empties its
+    outputs before it writes (a retry in place) and publishes each piece once."""
     from apache_beam.io.filesystems import FileSystems
 
     temps, finals = [], []
@@ -110,7 +111,6 @@ def publish(written: list[Written], split_uris: dict[str, str]) -> None:
         for split, temp in piece["files"].items():
             temps.append(temp)
             finals.append(os.path.join(split_uris[split], name))
-    FileSystems.delete([final for final in finals if FileSystems.exists(final)])
     if temps:
         FileSystems.rename(temps, finals)
 
