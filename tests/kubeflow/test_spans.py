@@ -307,13 +307,16 @@ def _another_pipeline_finds_none_of_demos_models(folder: Path, replays: Path, re
 
 def _the_latest_day_rides_out_a_flaky_cloud_storage(folder: Path, replays: Path, replay, front):
     """The next day, read as `data.spans: latest` (the newest day on the bucket), while Cloud Storage answers
-    503 to the drift gate's copy and rename of the span's statistics into the store and to Pusher's copies,
-    and 429 to the finder tasks' listing of the pushed models: TensorFlow's GCS filesystem retries them
-    (tsl/platform/cloud/retrying_utils.cc) and the replay finishes."""
+    503 to the drift gate's copy and rename of the span's statistics into the store and 429 to the finder
+    tasks' listing of the pushed models, which TensorFlow's GCS filesystem retries
+    (tsl/platform/cloud/retrying_utils.cc), and 503 to Pusher's copies of the model, which Cloud Storage makes
+    (rewrites through google-cloud-storage: components/pusher/executor.py) and google-cloud-storage retries;
+    the replay finishes."""
     latest = _compile(folder, "kubeflow", folder / "latest.yaml.kfp", "targets.kubeflow.root=gs://demo-bucket/kfp",
                       "data.spans=latest")
     faults = [front.fail("POST", "tfxd_span_statistics", status=503, count=2, agent_contains="TSL"),
-              front.fail("POST", "kfp%2Fdemo%2Fserving%2F", status=503, count=2, agent_contains="TSL"),
+              front.fail("POST", "/rewriteTo/b/demo-bucket/o/kfp%2Fdemo%2Fserving%2F", status=503, count=2,
+                         agent_contains="gcloud-python"),
               front.fail("GET", "prefix=kfp%2Fdemo%2Fserving", status=429, count=2, agent_contains="TSL")]
     done = replay(folder, latest, replays)
     assert [len(fault.hits) for fault in faults] == [2, 2, 2], [fault.hits for fault in faults]
