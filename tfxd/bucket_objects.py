@@ -127,12 +127,11 @@ def write(uri: str, data: bytes, **conditions: Any) -> None:
         raise OSError(f"{uri}: Cloud Storage refused the upload: {exc}") from exc
 
 
-def copy_folder(source: str, destination: str, keep: Callable[[str], bool] = lambda uri: True) -> int:
+def copy_folder(source: str, destination: str, keep: Callable[[str], bool] = lambda uri: True) -> None:
     """Every object under the folder ``source`` that ``keep`` takes (called with the object's URI, a folder
     marker's without its trailing /) copied to the same place under ``destination`` by Cloud Storage itself (a
     rewrite: one request an object, no bytes through this machine), after whatever was under ``destination``
-    is deleted; ``destination``'s own marker is written, as TensorFlow's makedirs writes it. The objects
-    copied. Where TensorFlow's filesystem copies a file it asks four times whether the copy exists, reads it
+    is deleted; ``destination``'s own marker is written, as TensorFlow's makedirs writes it. Where TensorFlow's filesystem copies a file it asks four times whether the copy exists, reads it
     and uploads it (seven requests), and makes each folder level by level (eight)."""
     from google.cloud.storage.retry import DEFAULT_RETRY  # start-up: with the client
 
@@ -146,14 +145,10 @@ def copy_folder(source: str, destination: str, keep: Callable[[str], bool] = lam
     for blob in stale:
         blob.delete(retry=DEFAULT_RETRY)
     write(f"gs://{target_bucket}/{target_prefix}", b"")
-    copied = 0
     for blob in client().list_blobs(source_bucket, prefix=source_prefix):
         relative = blob.name[len(source_prefix):]
-        if not relative or not keep(f"gs://{source_bucket}/{blob.name}".rstrip("/")):
-            continue
-        _rewrite(blob, target.blob(target_prefix + relative), destination)
-        copied += 1
-    return copied
+        if relative and keep(f"gs://{source_bucket}/{blob.name}".rstrip("/")):
+            _rewrite(blob, target.blob(target_prefix + relative), destination)
 
 
 def copy(source: str, destination: str, overwrite: bool = False) -> None:

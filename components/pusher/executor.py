@@ -15,7 +15,6 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
 
 from tfx.components.pusher import executor as tfx_pusher
 from tfx.dsl.io import fileio
@@ -73,7 +72,7 @@ def _folder_copy(tfx_copy_dir: Callable[..., None]) -> Callable[..., None]:
     return copy_dir
 
 
-def _file_copy(tfx_copy_file: Callable[..., None]) -> Callable[..., Any]:
+def _file_copy(tfx_copy_file: Callable[..., None]) -> Callable[..., None]:
     def copy_file(src: str, dst: str, overwrite: bool = False) -> None:
         if not _on_buckets(src, dst):
             return tfx_copy_file(src, dst, overwrite)
