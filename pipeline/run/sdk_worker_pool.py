@@ -1,6 +1,7 @@
-"""The SDK worker pool of an engine tfxd starts here: Beam's external worker pool service
-(BeamFnExternalWorkerPool, the `--environment_config` of `--environment_type=EXTERNAL`), its workers forked
-from a process that imported their libraries once.
+"""The SDK worker pool of an engine tfxd starts here, or of a cluster's engine beside it (a Spark worker's
+host, a TaskManager's pod: docs/data.md): Beam's external worker pool service (BeamFnExternalWorkerPool, the
+`--environment_config` of `--environment_type=EXTERNAL`), its workers forked from a process that imported
+their libraries once.
 
 Beam's own pool (apache_beam.runners.worker.worker_pool_main) starts every SDK worker as a new
 `python -c "...SdkHarness(...).run()"`, and the job server asks for new workers for every job: each one
@@ -47,7 +48,7 @@ _PR_SET_PDEATHSIG, _PR_SET_NAME = 1, 15  # linux/prctl.h
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="tfxd's SDK worker pool for an engine it starts here")
+    parser = argparse.ArgumentParser(description="tfxd's SDK worker pool for an engine on this host or pod")
     parser.add_argument("--service_port", type=int, required=True)
     args = parser.parse_args(argv)
     requests_read, requests_write = os.pipe()
@@ -209,7 +210,7 @@ def _serve(port: int, requests, replies) -> None:
 
     server = grpc.server(thread_pool_executor.shared_unbounded_instance(),
                          options=[("grpc.http2.max_pings_without_data", 0), ("grpc.http2.max_ping_strikes", 0)])
-    server.add_insecure_port(f"127.0.0.1:{port}")  # the engine here is its only client
+    server.add_insecure_port(f"127.0.0.1:{port}")  # the engine on this host (or pod) is its only client
     beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(Pool(), server)
     server.start()
     server.wait_for_termination()

@@ -66,9 +66,10 @@ def direct_run(tmp_path_factory):
 @contextlib.contextmanager
 def spark_standalone(work: Path):
     """A Spark standalone master and one worker (2 cores), Spark's own Master and Worker from the jars
-    `make engines` installed, on loopback, and Beam's SDK worker pool beside the worker, as a cluster runs
-    one beside each worker (docs/data.md, "Beam on Flink and Spark"); stopped with their executors when the
-    block ends. Yields the master's URL and the pool's address."""
+    `make engines` installed, on loopback, and tfxd's SDK worker pool beside the worker, as docs/data.md
+    ("Beam on Flink and Spark") has a cluster run one beside each worker (Beam's own pool is judged against
+    it in tests/pipeline/run/test_sdk_worker_pool.py); stopped with their executors when the block ends.
+    Yields the master's URL and the pool's address."""
     engine = ENGINES["spark"]
     port = _free_port()
     env = dict(os.environ, SPARK_HOME=home(engine), SPARK_SCALA_VERSION="2.12", SPARK_LOCAL_IP="127.0.0.1",
@@ -85,7 +86,7 @@ def spark_standalone(work: Path):
                    "--memory", "4g", "--webui-port", str(_free_port()), f"spark://127.0.0.1:{port}")
     pool_port = _free_port()
     with open(work / "pool.log", "wb") as out:
-        pool = subprocess.Popen([sys.executable, "-m", "apache_beam.runners.worker.worker_pool_main",
+        pool = subprocess.Popen([sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool",
                                  f"--service_port={pool_port}"], start_new_session=True, stdout=out,
                                 stderr=subprocess.STDOUT,
                                 env=dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"))
@@ -165,11 +166,13 @@ def test_taxi_on_an_embedded_flink_gives_the_direct_runners_results(tmp_path_fac
 
 def test_taxi_on_a_spark_standalone_cluster_gives_the_direct_runners_results(tmp_path_factory, direct_run):
     folder = example_project(tmp_path_factory, "taxi")
-    with spark_standalone(tmp_path_factory.mktemp("spark")) as (master, pool):
+    cluster = tmp_path_factory.mktemp("spark")
+    with spark_standalone(cluster) as (master, pool):
         result = tfxd("run", "taxi.yaml", "--set", "beam.runner=spark", "--set", f"beam.master={master}",
                       "--set", f'beam.args=["--environment_config={pool}"]', cwd=folder)
         assert result.returncode == 0, result.stdout + result.stderr
     assert f"Spark 3.5.6 through Beam's job server (submitting to {master})" in result.stdout
+    assert "tfxd's SDK worker pool: started worker" in (cluster / "pool.log").read_text()  # the cluster's pool's
     _same_results(folder, direct_run)
     assert _ours() == []
 
