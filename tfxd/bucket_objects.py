@@ -131,8 +131,9 @@ def copy_folder(source: str, destination: str, keep: Callable[[str], bool] = lam
     """Every object under the folder ``source`` that ``keep`` takes (called with the object's URI, a folder
     marker's without its trailing /) copied to the same place under ``destination`` by Cloud Storage itself (a
     rewrite: one request an object, no bytes through this machine), after whatever was under ``destination``
-    is deleted; ``destination``'s own marker is written, as TensorFlow's makedirs writes it. Where TensorFlow's filesystem copies a file it asks four times whether the copy exists, reads it
-    and uploads it (seven requests), and makes each folder level by level (eight)."""
+    is deleted; ``destination``'s own marker is written, as TensorFlow's makedirs writes it. Where TensorFlow's
+    filesystem copies a file it asks four times whether the copy exists, reads it and uploads it (seven
+    requests), and makes each folder level by level (eight)."""
     from google.cloud.storage.retry import DEFAULT_RETRY  # start-up: with the client
 
     source_bucket, source_name = split(source)

@@ -88,8 +88,7 @@ def spark_standalone(work: Path):
     with open(work / "pool.log", "wb") as out:
         pool = subprocess.Popen([sys.executable, "-m", "tfxd.pipeline.run.sdk_worker_pool",
                                  f"--service_port={pool_port}"], start_new_session=True, stdout=out,
-                                stderr=subprocess.STDOUT,
-                                env=dict(os.environ, PATH=f"{os.path.dirname(sys.executable)}:{os.environ['PATH']}"))
+                                stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90
         while b"Successfully registered with master" not in (work / "worker.log").read_bytes():
