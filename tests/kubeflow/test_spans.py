@@ -21,7 +21,6 @@ from tests.kubeflow.conftest import SPEC_TEXT
 from tests.kubeflow.kfp_rules import backend_problems
 from tests.kubeflow.on_bucket import TFXD
 from tests.pipeline.run.test_retraining import add_day
-from tests.pipeline.run.test_run_taxi import tfxd
 from tfxd import keys
 from tfxd.kubeflow import schedules
 from tfxd.kubeflow.cluster_target import pipeline_tasks
@@ -210,11 +209,10 @@ def test_vertex_receives_example_gen_uncached_and_the_rest_cached(compiled_spans
 
 
 def _compile(folder: Path, target: str, output: Path, *sets: str) -> Path:
-    """`tfxd compile demo.yaml` in ``folder`` for ``target`` with ``--set``s; the file written."""
-    result = tfxd("compile", "demo.yaml", "--target", target, "-o", str(output),
-                  *[part for item in sets for part in ("--set", item)], cwd=folder)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return output
+    """``folder``'s demo.yaml compiled for ``target`` with ``sets``, as `tfxd compile demo.yaml --set ...`
+    compiles it (cli/cluster.py; the command itself: tests/kubeflow/test_compile.py), in this process (a
+    command's fresh interpreter would import TFX and kfp again for each file); the file written."""
+    return Path(compile_to(load_spec(str(folder / "demo.yaml"), list(sets), target=target), target, str(output)))
 
 
 def _latest_replay(root: Path) -> dict:
