@@ -1,12 +1,14 @@
 """Container tasks started from one process that has already imported TFX, instead of a fresh interpreter
 each: every task of a compiled file runs `python -m tfxd.components.cluster_task ...` (keys.TASK_ENTRY_POINT,
 around TFX's kubeflow_v2_run_executor), and importing that module (TensorFlow, Beam, TFX) is most of a small
-task's time, ten times over in a replay of ten tasks.
+task's time, ten times over in a replay of ten tasks. A Vertex file's ExampleGen runs TFX's own driver first
+(`python -m tfx.orchestration.kubeflow.v2.file_based_example_gen.driver`, its preCacheCheck), which imports
+the same libraries: it starts from the same process.
 
-A preloader process (`python -m tfxd.kubeflow.replay.forked_tasks MODULE`) imports the module once, in
+A preloader process (`python -m tfxd.kubeflow.replay.forked_tasks MODULE`) imports the entry point once, in
 exactly the environment the launcher gives a task, then forks a child per task: the child takes the task's
-working directory, log and arguments and runs the module as `python -m` runs it (runpy, `__main__`), so it
-ends, exits and fails as a fresh process would. A task whose environment differs from the preloader's (what
+working directory, log and arguments and runs the task's module (one of MODULES) as `python -m` runs it
+(runpy, `__main__`), so it ends, exits and fails as a fresh process would. A task whose environment differs from the preloader's (what
 a module reads when it is imported would then differ) or whose command is another is started fresh
 (launcher.py decides with ``Preloaded.takes``). The preloader serves one task at a time, as the replay runs
 them, over its stdin and stdout (a JSON line each way); it ends when the replay closes its stdin.
@@ -28,7 +30,9 @@ from typing import Any
 
 from tfxd import keys
 
-MODULE = keys.TASK_ENTRY_POINT
+# the modules a task may run from the preloader: the entry point, which it imports, and TFX's ExampleGen
+# driver, whose imports (TFX's orchestration, TensorFlow, Beam) the entry point's cover
+MODULES = (keys.TASK_ENTRY_POINT, "tfx.orchestration.kubeflow.v2.file_based_example_gen.driver")
 
 
 def container_temp(log_dir: str, name: str) -> str:
@@ -43,22 +47,23 @@ def container_temp(log_dir: str, name: str) -> str:
 class Preloaded:
     """The preloader, seen from the replay: ``start`` runs a task in a forked child, a Popen-like handle back."""
 
-    def __init__(self, env: dict[str, str], cwd: str, log: str, module: str = MODULE) -> None:
-        self.env, self.cwd, self.module = env, cwd, module
+    def __init__(self, env: dict[str, str], cwd: str, log: str, modules: tuple[str, ...] = MODULES) -> None:
+        """The preloader imports ``modules[0]``; a task running any of ``modules`` may be forked from it."""
+        self.env, self.cwd, self.modules = env, cwd, modules
         with open(log, "a", encoding="utf-8") as handle:  # its own errors, should it fail to import
-            self.process = subprocess.Popen([sys.executable, "-m", __name__, module], stdin=subprocess.PIPE,
+            self.process = subprocess.Popen([sys.executable, "-m", __name__, modules[0]], stdin=subprocess.PIPE,
                                             stdout=subprocess.PIPE, stderr=handle, cwd=cwd, env=env)
 
     def takes(self, argv: list[str], env: dict[str, str], cwd: str) -> bool:
         """Whether a task with this command, environment and directory runs here as it would fresh."""
-        return (argv[:3] == [sys.executable, "-m", self.module] and env == self.env and cwd == self.cwd
+        return (runs_one_of(argv, self.modules) and env == self.env and cwd == self.cwd
                 and self.process.poll() is None)
 
     def start(self, argv: list[str], log: str, temp: str) -> Task | None:
         """The task running in a child with ``temp`` as its temporary folder (None when the preloader is gone:
         start it fresh instead)."""
         try:
-            self._send({"argv": argv[3:], "log": log, "temp": temp})
+            self._send({"module": argv[2], "argv": argv[3:], "log": log, "temp": temp})
             answer = self._receive(None)
         except OSError:
             answer = None
@@ -102,7 +107,7 @@ class Task:
         if self.returncode is None:
             answer = self.preloaded._receive(timeout)
             if answer is None and self.preloaded.process.poll() is None:
-                raise subprocess.TimeoutExpired([self.preloaded.module], timeout or 0)
+                raise subprocess.TimeoutExpired(["forked task", str(self.pid)], timeout or 0)
             # the preloader ended under it (killed with the replay): the task's status is lost with it
             self.returncode = int(answer["exit"]) if answer else -signal.SIGKILL
         return self.returncode
@@ -125,17 +130,23 @@ class Task:
                 os.kill(self.pid, signum)
 
 
+def runs_one_of(argv: list[str], modules: tuple[str, ...]) -> bool:
+    """Whether ``argv`` is `python -m M ...` (this interpreter) for an M of ``modules``."""
+    return len(argv) > 2 and argv[:2] == [sys.executable, "-m"] and argv[2] in modules
+
+
 def _serve(module: str) -> None:
     """The preloader: import, then a child per request, its exit status reported when it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the task (its own process) and the replay
     importlib.import_module(module)
-    del sys.modules[module]  # each task runs it afresh as __main__ (runpy warns about a module already there)
+    del sys.modules[module]  # each task runs its module afresh as __main__ (runpy warns about one already there)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     for line in requests:
         request = json.loads(line)
         pid = os.fork()
         if pid == 0:
-            _become(module, request["argv"], request["log"], request["temp"], requests.fileno(), answers.fileno())
+            _become(request["module"], request["argv"], request["log"], request["temp"], requests.fileno(),
+                    answers.fileno())
             return
         answers.write((json.dumps({"pid": pid}) + "\n").encode())
         answers.flush()

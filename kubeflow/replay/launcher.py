@@ -48,8 +48,6 @@ NAME_PREFIX = "tfxd-replay"
 _TFX_ENTRYPOINTS = (keys.TASK_ENTRY_POINT, "kubeflow_v2_run_executor", "file_based_example_gen.driver")
 # The Vertex custom-job Trainer runs as it is, against a local stand-in of Vertex's JobService (vertex_jobs.py).
 _VERTEX_EXECUTOR = keys.VERTEX_JOB_EXECUTOR
-# Tasks running TFX's container entry point start from a process that has imported it (forked_tasks.py).
-_PRELOADED = forked_tasks.MODULE
 # The operator job's Trainer runs as it is, against local operators (local_operators.py).
 _OPERATOR_EXECUTOR = keys.OPERATOR_JOB_EXECUTOR
 REPLAY_NAMESPACE = "tfxd-replay"
@@ -330,7 +328,7 @@ class Launcher:
         """The task's process, with ``temp`` as its temporary folder: forked from the preloader where it runs
         the task as a fresh process would (forked_tasks.py), else started fresh."""
         cwd = self.replay.project_dir
-        if self.preloaded is None and argv[:3] == [sys.executable, "-m", _PRELOADED]:
+        if self.preloaded is None and forked_tasks.runs_one_of(argv, forked_tasks.MODULES):
             self.preloaded = forked_tasks.Preloaded(env, cwd, os.path.join(self.replay.log_dir, "preloader.log"))
         if self.preloaded is not None and self.preloaded.takes(argv, env, cwd):
             task = self.preloaded.start(argv, io.log, temp)

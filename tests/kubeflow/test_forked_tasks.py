@@ -1,7 +1,8 @@
 """Replay's tasks forked from a preloader (kubeflow/replay/forked_tasks.py) run as `python -m MODULE ARGS`
 run fresh: the same arguments, directory, environment and log, a temporary folder of its own (as the
 launcher gives a fresh one through TMPDIR), the same exit status for an exit, an uncaught exception and a
-signal; a task whose environment differs is not taken."""
+signal, whether the module is the one the preloader imported or another it may run (TFX's ExampleGen
+driver beside the entry point); a task whose environment differs is not taken."""
 
 from __future__ import annotations
 
@@ -35,14 +36,16 @@ if __name__ == "__main__":  # as TFX's entry point: the preloader imports it, ea
 def preloaded(tmp_path):
     (tmp_path / "tfxd_forked_task.py").write_text(TASK)
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "TFXD_TEST_FLAG": "on"}
-    preloader = Preloaded(env, str(tmp_path), str(tmp_path / "preloader.log"), module="tfxd_forked_task")
+    (tmp_path / "tfxd_forked_driver.py").write_text(TASK.replace("as TFX's entry point", "as TFX's driver"))
+    preloader = Preloaded(env, str(tmp_path), str(tmp_path / "preloader.log"),
+                          modules=("tfxd_forked_task", "tfxd_forked_driver"))
     yield preloader, env
     preloader.close()
     assert preloader.process.poll() is not None  # closing its stdin ends it
 
 
-def _argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tfxd_forked_task", *args]
+def _argv(*args: str, module: str = "tfxd_forked_task") -> list[str]:
+    return [sys.executable, "-m", module, *args]
 
 
 def test_a_forked_task_sees_what_a_fresh_one_sees_and_exits_with_its_status(preloaded, tmp_path):
@@ -62,6 +65,14 @@ def test_a_forked_task_sees_what_a_fresh_one_sees_and_exits_with_its_status(prel
     failed = preloader.start(_argv("raise"), str(tmp_path / "failed.log"), str(tmp_path))
     assert failed is not None and failed.wait() == 1
     assert "ValueError: the task failed" in (tmp_path / "failed.log").read_text()
+
+    # the other module: run as its own __main__, from the preloader that imported only the first
+    driver = _argv("echo", "5", module="tfxd_forked_driver")
+    assert preloader.takes(driver, env, str(tmp_path))
+    task = preloader.start(driver, str(tmp_path / "driver.log"), str(tmp_path / "task.tmp"))
+    assert task is not None and task.wait() == 5
+    seen = json.loads((tmp_path / "driver.log").read_text())
+    assert seen["argv"] == [str(tmp_path / "tfxd_forked_driver.py"), "echo", "5"] and seen["flag"] == "on"
 
 
 def test_a_stopped_task_ends_by_its_signal_and_the_next_task_still_runs(preloaded, tmp_path):
