@@ -8,10 +8,14 @@ the same libraries: it starts from the same process.
 A preloader process (`python -m tfxd.kubeflow.replay.forked_tasks MODULE`) imports the entry point once, in
 exactly the environment the launcher gives a task, then forks a child per task: the child takes the task's
 working directory, log and arguments and runs the task's module (one of MODULES) as `python -m` runs it
-(runpy, `__main__`), so it ends, exits and fails as a fresh process would. A task whose environment differs from the preloader's (what
-a module reads when it is imported would then differ) or whose command is another is started fresh
-(launcher.py decides with ``Preloaded.takes``). The preloader serves one task at a time, as the replay runs
-them, over its stdin and stdout (a JSON line each way); it ends when the replay closes its stdin.
+(runpy, `__main__`), so it ends, exits and fails as a fresh process would. (The driver then finds tfxd
+imported, which its container never imports: tfxd puts off some of TFX's, Beam's and TFMA's imports to their
+first use, tfxd/deferred_imports.py, judged the libraries' own by tests/tfxd/test_deferred_imports.py, and
+sets TensorFlow's variables, tfxd/tf_env.py: its logs and Keras, and the GCS read block, which the driver,
+globbing and statting the span's files, never reads through.) A task whose environment differs from the
+preloader's (what a module reads when it is imported would then differ) or whose command is another is
+started fresh (launcher.py decides with ``Preloaded.takes``). The preloader serves one task at a time, as the
+replay runs them, over its stdin and stdout (a JSON line each way); it ends when the replay closes its stdin.
 """
 
 from __future__ import annotations
