@@ -37,13 +37,27 @@ def _versions() -> str:
     return ", ".join(f"{n} {importlib.metadata.version(n)}" for n in names)
 
 
-def _results_md(rows: list[str], sections: list[str], minutes: float) -> str:
+def core_seconds() -> float:
+    """One core's speed, for comparing absolute figures across runs on machines of the same kind: the fastest
+    of three runs of 10^7 Python additions in a function (the same machines' speed has moved by up to 1.8x
+    from day to day, and the absolute figures with it)."""
+    best = float("inf")
+    for _ in range(3):
+        start, total = time.perf_counter(), 0
+        for i in range(10**7):
+            total += i
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _results_md(rows: list[str], sections: list[str], minutes: float, core: float) -> str:
     machine = f"{platform.machine()}, {os.cpu_count()} CPUs, {platform.platform()}, Python {platform.python_version()}"
     return "\n".join([
         "# Benchmark results",
         "",
         f"- date: {datetime.date.today().isoformat()}",
-        f"- machine: {machine}",
+        f"- machine: {machine}; one core: 10^7 Python additions in {core:.2f} s at the start (bench/run.py, "
+        "core_seconds: the absolute figures below move with it)",
         f"- versions: {_versions()}",
         f"- `make bench` took {minutes:.0f} min; every figure is measured side by side with its baseline in this "
         "same run (alternating where both sides run)",
@@ -70,6 +84,7 @@ def main() -> None:
     if args.check:
         sys.exit(_report(_stored(names)))
     start = time.monotonic()
+    core = core_seconds()
     results = []
     rows, sections = [], []
     for name in names:
@@ -85,7 +100,7 @@ def main() -> None:
         if hasattr(bench, "details"):
             sections.append(bench.details(result))
         print("\n".join(bench.table_rows(result)), flush=True)
-    text = _results_md(rows, sections, (time.monotonic() - start) / 60)
+    text = _results_md(rows, sections, (time.monotonic() - start) / 60, core)
     if names == NAMES and not args.quick:
         _write_results(text.split("\n"), _results_parts()[1])
     elif set(names) <= set(SPLICED) and not args.quick:
