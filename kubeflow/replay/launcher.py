@@ -45,7 +45,7 @@ if TYPE_CHECKING:  # start-up: the operators' and Vertex's stand-ins, and the en
     from tfxd.pipeline.run.beam_engine import RunningEngine
 
 NAME_PREFIX = "tfxd-replay"
-_TFX_ENTRYPOINTS = (keys.TASK_ENTRY_POINT, "kubeflow_v2_run_executor", "file_based_example_gen.driver")
+_TFX_ENTRYPOINTS = (*forked_tasks.MODULES, "kubeflow_v2_run_executor")  # tfxd's entry point, TFX's ExampleGen driver
 # The Vertex custom-job Trainer runs as it is, against a local stand-in of Vertex's JobService (vertex_jobs.py).
 _VERTEX_EXECUTOR = keys.VERTEX_JOB_EXECUTOR
 # The operator job's Trainer runs as it is, against local operators (local_operators.py).
