@@ -237,6 +237,46 @@ def table_rows(result: dict) -> list[str]:
     return rows
 
 
+# Where the engines' extra time went and what tfxd did about it, dated: the text closing the section
+WHERE_THE_TIME_WENT = (
+    "Where the engines' extra time went, from the job server's log of a Flink run (2026-11-27), and "
+    "what tfxd does about it: every component is a Beam job. The job servers' own fuser breaks fusion at "
+    "every ParDo with side inputs, so Transform's transform phase ran as three stages, each record batch "
+    "crossing from Python to the JVM and back twice more (16.3 s; fused, 13.0 s): tfxd's runners send "
+    "the pipeline fused by the Python SDK (Beam's `pre_optimize=all`). And Beam's worker pool started "
+    "fresh SDK workers for every job, each importing Beam, TensorFlow, tf.Transform and TFDV before its "
+    "first bundle (they connected 1.6-3.2 s into the job): tfxd's pool forks them from a process that "
+    "imported those once (pipeline/run/sdk_worker_pool.py). Before both, Flink took 1.65x and Spark "
+    "1.52x of the DirectRunner (60.0 s and 54.0 s against 35.7 s). On 2026-12-05 the job server's JVM "
+    "used 25-27 CPU seconds of a run to Transform, beside the SDK workers' on the same 2 cores (C2 "
+    "compiling, G1's threads): run with C1 alone and the serial collector, 12-16 s; and Flink hashed 3 "
+    "of a split's 4 example files to one subtask (StatisticsGen's workers 10.6 and 3.7 CPU seconds): "
+    "the files now go round robin (Flink's rebalance, Spark's repartition). Flink 2.14x -> 1.48x, Spark "
+    "1.61x -> 1.24x that day. Beam's Flink job server started a mini cluster for every job ([local]), "
+    "about a second a component: tfxd's main for it (engines/flink/src) runs all of a run's jobs on "
+    "one cluster started beside the job server (this bench alone, 3 rounds, 2026-12-05 evening: "
+    "Flink 1.61x -> 1.30x, 40.2 -> 28.8 s). Beam's job invoker scanned the whole class path "
+    "(ClassGraph) for every job's jars to stage, which that cluster never reads: no longer "
+    "(EmbeddedJobInvoker; 3 alternating pairs at 500,000 rows, 2026-12-06: Flink's processing 29.4 "
+    "-> 28.2 s, the median; faster in each pair). Each bundle of a forked SDK worker ended waiting "
+    "out its state sampler's sleep (up to 200 ms): 3.2 s of a Flink run's workers' time over 190 "
+    "bundles, 0.6 s since they sample as the in-process runner does (tfxd.direct_runner, "
+    "sampler_wakes_often; 2026-12-07, 2 alternating pairs: Spark 31.6 / 31.9 -> 28.9 / 29.5 s, Flink "
+    "and the DirectRunner within their noise). What is left: the JVM's own CPU (9 s of a run to "
+    "Transform by its threads: C1 2.1, Flink's scheduling 1.3, the cluster's start 1.1, the jobs' "
+    "translation 1.0, gRPC 1.0) and, per job, its translation (0.3-0.6 s: Beam serializes the "
+    "pipeline options into every operator) and the jobs' own time (ExampleGen 4.7, StatisticsGen "
+    "7.0, Transform 10.6 s where the DirectRunner's whole components took 4.2, 5.7 and 10.3 s). "
+    "The engines' start-up grew by about a second: the pool imports those libraries while the JVM "
+    "starts. Peak RSS sums the tree's processes, so the pages a forked worker shares with the pool count "
+    "once in each. Beam pins each operator instance to one SDK worker as it opens (round "
+    "robin over a counter every stage of the job advances: DefaultJobBundleFactory), so StatisticsGen's "
+    "two train subtasks share one worker, one GIL, in some runs while the other worker idles (bundles "
+    "logged per worker, 2026-12-07: 13.0 s that way, 10.4 s spread): much of the engines' swing from run "
+    "to run."
+)
+
+
 def details(result: dict) -> str:
     lines = ["### Beam on Flink and Spark", ""]
     if result["missing"]:
@@ -267,37 +307,7 @@ def details(result: dict) -> str:
     seen = "; ".join(f"{runner} {common.md_ratio(engine['startup_seen_by_user_s'], 1)} s"
                      for runner, engine in result["engines"].items())
     lines += ["", f"Start-up as a user sees it (to first component, engine minus DirectRunner, same round): {seen}.",
-              "", "Where the engines' extra time went, from the job server's log of a Flink run (2026-11-27), and "
-              "what tfxd does about it: every component is a Beam job. The job servers' own fuser breaks fusion at "
-              "every ParDo with side inputs, so Transform's transform phase ran as three stages, each record batch "
-              "crossing from Python to the JVM and back twice more (16.3 s; fused, 13.0 s): tfxd's runners send "
-              "the pipeline fused by the Python SDK (Beam's `pre_optimize=all`). And Beam's worker pool started "
-              "fresh SDK workers for every job, each importing Beam, TensorFlow, tf.Transform and TFDV before its "
-              "first bundle (they connected 1.6-3.2 s into the job): tfxd's pool forks them from a process that "
-              "imported those once (pipeline/run/sdk_worker_pool.py). Before both, Flink took 1.65x and Spark "
-              "1.52x of the DirectRunner (60.0 s and 54.0 s against 35.7 s). On 2026-12-05 the job server's JVM "
-              "used 25-27 CPU seconds of a run to Transform, beside the SDK workers' on the same 2 cores (C2 "
-              "compiling, G1's threads): run with C1 alone and the serial collector, 12-16 s; and Flink hashed 3 "
-              "of a split's 4 example files to one subtask (StatisticsGen's workers 10.6 and 3.7 CPU seconds): "
-              "the files now go round robin (Flink's rebalance, Spark's repartition). Flink 2.14x -> 1.48x, Spark "
-              "1.61x -> 1.24x that day. Beam's Flink job server started a mini cluster for every job ([local]), "
-              "about a second a component: tfxd's main for it (engines/flink/src) runs all of a run's jobs on "
-              "one cluster started beside the job server (this bench alone, 3 rounds, 2026-12-05 evening: "
-              "Flink 1.61x -> 1.30x, 40.2 -> 28.8 s). Beam's job invoker scanned the whole class path "
-              "(ClassGraph) for every job's jars to stage, which that cluster never reads: no longer "
-              "(EmbeddedJobInvoker; 3 alternating pairs at 500,000 rows, 2026-12-06: Flink's processing 29.4 "
-              "-> 28.2 s, the median; faster in each pair). Each bundle of a forked SDK worker ended waiting "
-              "out its state sampler's sleep (up to 200 ms): 3.2 s of a Flink run's workers' time over 190 "
-              "bundles, 0.6 s since they sample as the in-process runner does (tfxd.direct_runner, "
-              "sampler_wakes_often; 2026-12-07, 2 alternating pairs: Spark 31.6 / 31.9 -> 28.9 / 29.5 s, Flink "
-              "and the DirectRunner within their noise). What is left: the JVM's own CPU (9 s of a run to "
-              "Transform by its threads: C1 2.1, Flink's scheduling 1.3, the cluster's start 1.1, the jobs' "
-              "translation 1.0, gRPC 1.0) and, per job, its translation (0.3-0.6 s: Beam serializes the "
-              "pipeline options into every operator) and the jobs' own time (ExampleGen 4.7, StatisticsGen "
-              "7.0, Transform 10.6 s where the DirectRunner's whole components took 4.2, 5.7 and 10.3 s). "
-              "The engines' start-up grew by about a second: the pool imports those libraries while the JVM "
-              "starts. Peak RSS sums the tree's processes, so the pages a forked worker shares with the pool count "
-              "once in each."]
+              "", WHERE_THE_TIME_WENT]
     return "\n".join(lines)
 
 
