@@ -116,8 +116,8 @@ def _fork_worker(request: dict, pipes: tuple[int, int]) -> int:
             sys.modules["numpy"].random.seed()
         from apache_beam.runners.worker.sdk_worker import SdkHarness
 
-        # each bundle ends waiting for its state sampler's sleep, as in the in-process runner: a run to
-        # Transform on 500,000 rows, 3.2 s of its Flink workers' time (190 bundles), 0.6 s with this
+        # each bundle ends waiting out its state sampler's sleep, as in the in-process runner (what that
+        # cost a worker: sampler_wakes_often's docstring)
         with direct_runner.sampler_wakes_often():
             SdkHarness(request["control"], worker_id=request["worker_id"], state_cache_size=STATE_CACHE_SIZE,
                        data_buffer_time_limit_ms=DATA_BUFFER_TIME_LIMIT_MS).run()
